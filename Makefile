@@ -1,0 +1,24 @@
+# Entry points. Every target creates the virtual environment itself.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
+export PYTHONUNBUFFERED := 1
+
+.PHONY: venv demo serve test local-llm local-llm-stop bench load clean
+
+$(STAMP):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "Installing the backend into $(VENV) (first run only)..."
+	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test]'
+	@rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+venv: $(STAMP)
+
+local-llm: venv
+	cd backend && ../$(PY) -m app.local_llm start
+
+local-llm-stop: venv
+	cd backend && ../$(PY) -m app.local_llm stop

@@ -1,0 +1,221 @@
+"""All settings in one place, read from the environment (and `.env` at the repo root).
+
+Every other module reads settings through `Config`; nothing else calls `os.environ.get`
+for an application setting. `Config.from_env()` validates the switches, so a typo such as
+`RERANKER_PROVIDER=olama` fails at startup with the allowed values, not at the first search.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+GRAPH_BACKENDS = ("falkordb", "neo4j")
+LLM_PROVIDERS = ("openai", "openai_generic")
+EMBEDDING_PROVIDERS = ("openai", "local")
+RERANKER_PROVIDERS = ("ollama", "none")
+RERANKER_SCORE_MODES = ("auto", "logprobs", "json")
+RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
+LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+
+_DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
+
+
+def load_env_file() -> None:
+    """Load `.env` from the repo root; variables already in the environment win."""
+    load_dotenv(REPO_ROOT / ".env", override=False)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip()
+
+
+def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = (_env(name, default) or default).lower()
+    if value not in allowed:
+        raise ValueError(f"Unknown {name}={value!r}; allowed: {allowed}")
+    return value
+
+
+def _int(name: str, default: int, minimum: int | None = None) -> int:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _float(name: str, default: float, minimum: float | None = None) -> float:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = _env(name)
+    if raw is None:
+        return default
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {raw!r}")
+
+
+def _instructions(raw: str | None) -> str | None:
+    """RERANKER_INSTRUCTIONS is free text, or the path of a file that holds it."""
+    if raw is None:
+        return None
+    candidate = Path(raw).expanduser()
+    if len(raw) < 4096 and candidate.is_file():
+        return candidate.read_text(encoding="utf-8").strip() or None
+    return raw
+
+
+@dataclass(frozen=True)
+class Config:
+    # Graph database
+    graph_backend: str = "falkordb"
+    falkordb_url: str | None = None  # unset: the app starts its own embedded FalkorDB
+    neo4j_uri: str = "bolt://localhost:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: str = field(default="password", repr=False)
+    data_dir: Path = REPO_ROOT / "data"
+
+    # LLM used by Graphiti for episode extraction and by the report tools
+    llm_api_key: str = field(default="ollama", repr=False)
+    llm_base_url: str = _DEFAULT_OLLAMA_V1
+    llm_model_name: str = "qwen2.5:3b"
+    llm_small_model_name: str = "qwen2.5:3b"
+    graphiti_llm_provider: str = "openai"
+    llm_timeout_s: float = 120.0
+
+    # Embeddings
+    embedding_provider: str = "openai"
+    embedding_base_url: str = _DEFAULT_OLLAMA_V1
+    embedding_model: str = "mxbai-embed-large"
+    embedding_api_key: str = field(default="ollama", repr=False)
+    embedding_dim: int = 1024
+
+    # Reranker
+    reranker_provider: str = "ollama"
+    reranker_model: str = "qwen2.5:3b"
+    reranker_base_url: str = _DEFAULT_OLLAMA_V1
+    reranker_api_key: str = field(default="ollama", repr=False)
+    reranker_score_mode: str = "auto"
+    reranker_strategy: str = "pointwise"
+    reranker_max_parallel: int = 4
+    reranker_timeout_s: float = 30.0
+    reranker_deadline_s: float = 120.0
+    reranker_cache_size: int = 4096
+    reranker_candidates: int = 2
+    reranker_max_tokens: int = 16
+    reranker_breaker_threshold: int = 3
+    reranker_breaker_cooldown_s: float = 30.0
+    reranker_instructions: str | None = None
+
+    # Local model kit (llama-cpp-python server)
+    local_llm_model: str = "qwen2.5-coder-1.5b"
+    local_llm_port: int = 8088
+    model_cache_dir: Path = Path.home() / ".cache" / "mirofish" / "models"
+
+    # HTTP server and API
+    host: str = "127.0.0.1"
+    port: int = 5001
+    api_token: str | None = field(default=None, repr=False)
+    max_request_bytes: int = 16 * 1024 * 1024
+    search_timeout_s: float = 180.0
+
+    # Report agent
+    report_agent_max_tool_calls: int = 6
+
+    @classmethod
+    def from_env(cls) -> "Config":
+        """Read and validate every setting; raises ValueError naming the bad one."""
+        load_env_file()
+        embedding_base_url = _env("EMBEDDING_BASE_URL", _DEFAULT_OLLAMA_V1)
+        embedding_api_key = _env("EMBEDDING_API_KEY", "ollama")
+        llm_model = _env("LLM_MODEL_NAME", cls.llm_model_name)
+        return cls(
+            graph_backend=_choice("GRAPH_BACKEND", "falkordb", GRAPH_BACKENDS),
+            falkordb_url=_env("FALKORDB_URL"),
+            neo4j_uri=_env("NEO4J_URI", cls.neo4j_uri),
+            neo4j_user=_env("NEO4J_USER", cls.neo4j_user),
+            neo4j_password=_env("NEO4J_PASSWORD", "password"),
+            data_dir=Path(_env("DATA_DIR", str(REPO_ROOT / "data"))).expanduser().resolve(),
+            llm_api_key=_env("LLM_API_KEY", "ollama"),
+            llm_base_url=_env("LLM_BASE_URL", _DEFAULT_OLLAMA_V1),
+            llm_model_name=llm_model,
+            # Graphiti falls back to a hard-coded OpenAI model when no small model is given.
+            llm_small_model_name=_env("LLM_SMALL_MODEL_NAME", llm_model),
+            graphiti_llm_provider=_choice("GRAPHITI_LLM_PROVIDER", "openai", LLM_PROVIDERS),
+            llm_timeout_s=_float("LLM_TIMEOUT_S", cls.llm_timeout_s, 1),
+            embedding_provider=_choice("EMBEDDING_PROVIDER", "openai", EMBEDDING_PROVIDERS),
+            embedding_base_url=embedding_base_url,
+            embedding_model=_env("EMBEDDING_MODEL", cls.embedding_model),
+            embedding_api_key=embedding_api_key,
+            embedding_dim=_int("EMBEDDING_DIM", cls.embedding_dim, 1),
+            reranker_provider=_choice("RERANKER_PROVIDER", "ollama", RERANKER_PROVIDERS),
+            reranker_model=_env("RERANKER_MODEL", cls.reranker_model),
+            # The reranker usually lives on the same Ollama as the embedder.
+            reranker_base_url=_env("RERANKER_BASE_URL", embedding_base_url),
+            reranker_api_key=_env("RERANKER_API_KEY", embedding_api_key),
+            reranker_score_mode=_choice("RERANKER_SCORE_MODE", "auto", RERANKER_SCORE_MODES),
+            reranker_strategy=_choice("RERANKER_STRATEGY", "pointwise", RERANKER_STRATEGIES),
+            reranker_max_parallel=_int("RERANKER_MAX_PARALLEL", cls.reranker_max_parallel, 1),
+            reranker_timeout_s=_float("RERANKER_TIMEOUT_S", cls.reranker_timeout_s, 0.01),
+            reranker_deadline_s=_float("RERANKER_DEADLINE_S", cls.reranker_deadline_s, 0.01),
+            reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),
+            reranker_candidates=_int("RERANKER_CANDIDATES", cls.reranker_candidates, 1),
+            reranker_max_tokens=_int("RERANKER_MAX_TOKENS", cls.reranker_max_tokens, 1),
+            reranker_breaker_threshold=_int(
+                "RERANKER_BREAKER_THRESHOLD", cls.reranker_breaker_threshold, 1
+            ),
+            reranker_breaker_cooldown_s=_float(
+                "RERANKER_BREAKER_COOLDOWN_S", cls.reranker_breaker_cooldown_s, 0
+            ),
+            reranker_instructions=_instructions(_env("RERANKER_INSTRUCTIONS")),
+            local_llm_model=_choice("LOCAL_LLM_MODEL", cls.local_llm_model, LOCAL_LLM_MODELS),
+            local_llm_port=_int("LOCAL_LLM_PORT", cls.local_llm_port, 1),
+            model_cache_dir=Path(
+                _env("MODEL_CACHE_DIR", str(cls.model_cache_dir))
+            ).expanduser(),
+            host=_env("HOST", cls.host),
+            port=_int("PORT", cls.port, 0),
+            api_token=_env("API_TOKEN"),
+            max_request_bytes=_int("MAX_REQUEST_BYTES", cls.max_request_bytes, 1024),
+            search_timeout_s=_float("SEARCH_TIMEOUT_S", cls.search_timeout_s, 1),
+            report_agent_max_tool_calls=_int(
+                "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
+            ),
+        )
+
+    def public_summary(self) -> dict:
+        """Settings safe to show on /health and in logs: no keys, passwords or tokens."""
+        secret = {"neo4j_password", "llm_api_key", "embedding_api_key", "reranker_api_key", "api_token"}
+        return {
+            f.name: (str(getattr(self, f.name)) if isinstance(getattr(self, f.name), Path) else getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in secret and f.name != "reranker_instructions"
+        }
