@@ -1,0 +1,62 @@
+"""MiroFish graph backend: Flask app factory."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+# Graphiti sends usage telemetry to a hosted service by default; this backend runs offline.
+os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+
+from flask import Flask  # noqa: E402
+
+from app.config import Config  # noqa: E402
+
+
+def configure_logging(level: str | None = None) -> None:
+    logging.basicConfig(
+        level=level or os.environ.get("LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Index-exists notices on every graph clone, and one line per HTTP call, drown the app's own log.
+    logging.getLogger("graphiti_core.driver.falkordb_driver").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def create_app(config: Config | None = None) -> Flask:
+    """Build the app. No database or model server is contacted here: the graph runtime is built
+    on the first request that needs it (or by `warm_up`)."""
+    config = config or Config.from_env()
+    app = Flask(__name__, static_folder=None)
+    app.config["APP_CONFIG"] = config
+    app.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes
+    app.json.sort_keys = False
+
+    from app.api import errors, graph, health, tasks
+    from app.api.auth import install_auth
+
+    install_auth(app, config)
+    errors.register(app)
+    app.register_blueprint(health.bp)
+    app.register_blueprint(graph.bp)
+    app.register_blueprint(tasks.bp)
+    _register_optional_blueprints(app)
+
+    from app.cli import register_cli
+
+    register_cli(app)
+    return app
+
+
+def _register_optional_blueprints(app: Flask) -> None:
+    """Areas that land in their own modules (report, rerank) register themselves when present."""
+    import importlib
+
+    for module_name in ("app.api.report", "app.api.rerank"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            continue
+        app.register_blueprint(module.bp)

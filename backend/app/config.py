@@ -27,8 +27,8 @@ _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
 
 
 def load_env_file() -> None:
-    """Load `.env` from the repo root; variables already in the environment win."""
-    load_dotenv(REPO_ROOT / ".env", override=False)
+    """Load `.env` (DOTENV_PATH, default the repo root's); variables already set win."""
+    load_dotenv(os.environ.get("DOTENV_PATH") or REPO_ROOT / ".env", override=False)
 
 
 def _env(name: str, default: str | None = None) -> str | None:

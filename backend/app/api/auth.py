@@ -1,0 +1,26 @@
+"""Optional bearer token: when API_TOKEN is set, every endpoint except /health requires it."""
+
+from __future__ import annotations
+
+import hmac
+
+from flask import Flask, request
+
+from app.config import Config
+
+
+def install_auth(app: Flask, config: Config) -> None:
+    if not config.api_token:
+        return
+    expected = f"Bearer {config.api_token}".encode()
+
+    @app.before_request
+    def _require_token():
+        if request.path == "/health":
+            return None
+        supplied = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(supplied, expected):
+            from app.api.errors import error_response
+
+            return error_response(401, "unauthorized", "missing or wrong bearer token")
+        return None

@@ -1,0 +1,62 @@
+"""One error shape for the whole API: {"error": {"code", "message"}} with a 4xx/5xx status."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from app.services.fact_import import FactValidationError, ImportFailedError
+from app.services.graph_store import UnknownGraphError, UnknownNodeError
+from app.services.graphiti_adapter import GraphTimeoutError
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, **details):
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+def error_response(status: int, code: str, message: str, **details):
+    body = {"error": {"code": code, "message": message, **details}}
+    return jsonify(body), status
+
+
+def register(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(error: ApiError):
+        return error_response(error.status, error.code, error.message, **error.details)
+
+    @app.errorhandler(FactValidationError)
+    def _bad_fact(error: FactValidationError):
+        return error_response(422, "invalid_fact", str(error), position=error.position)
+
+    @app.errorhandler(UnknownGraphError)
+    def _unknown_graph(error: UnknownGraphError):
+        return error_response(404, "graph_not_found", str(error))
+
+    @app.errorhandler(UnknownNodeError)
+    def _unknown_node(error: UnknownNodeError):
+        return error_response(404, "node_not_found", str(error))
+
+    @app.errorhandler(ImportFailedError)
+    def _import_failed(error: ImportFailedError):
+        return error_response(503, "import_failed", str(error), stored=0)
+
+    @app.errorhandler(GraphTimeoutError)
+    def _timeout(error: GraphTimeoutError):
+        return error_response(504, "timeout", str(error))
+
+    @app.errorhandler(HTTPException)
+    def _http(error: HTTPException):
+        messages = {413: f"request body is larger than {app.config['MAX_CONTENT_LENGTH']} bytes"}
+        code = (error.name or "error").lower().replace(" ", "_")
+        return error_response(error.code or 500, code, messages.get(error.code, error.description or code))
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception):
+        logger.exception("Unhandled error")
+        return error_response(500, "internal_error", f"internal error ({type(error).__name__})")

