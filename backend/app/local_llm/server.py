@@ -1,0 +1,381 @@
+"""Start, find, stop and inspect the local llama-cpp-python OpenAI-compatible server.
+
+One server per port. Its state lives under `<data_dir>/local-llm/`:
+
+    llama-server-<port>.json   pid record: pid, port, model key, model path, start time
+    llama-server-<port>.log    the server's stdout/stderr (overwritten at each start)
+    llama-server-<port>.lock   inter-process lock held while starting or stopping
+
+The server runs in its own session (`start_new_session=True`), so Ctrl-C in the terminal
+that started it does not kill it halfway through a request; whoever starts it for a demo
+stops it with `stop_server` / `python -m app.local_llm stop`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from app.config import Config
+from app.local_llm.assemble import ensure_model
+from app.local_llm.install import ensure_llama_cpp_installed
+from app.local_llm.locking import exclusive_lock
+from app.local_llm.models import get_model
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"  # loopback only: the server has no authentication
+CONTEXT_TOKENS = 8192  # Graphiti's extraction prompts do not fit llama-cpp's default of 2048
+STARTUP_TIMEOUT_S = 180.0
+STOP_GRACE_S = 10.0
+PROBE_TIMEOUT_S = 5.0
+LOG_TAIL_LINES = 40
+
+# Servers started by this process, so that stopping one also reaps it (a zombie child
+# would otherwise still look alive to os.kill(pid, 0)).
+_children: dict[int, subprocess.Popen] = {}
+
+
+class LocalServerError(RuntimeError):
+    """The local model server could not be started, found or stopped."""
+
+
+@dataclass(frozen=True)
+class ServerFiles:
+    directory: Path
+    record: Path
+    log: Path
+    lock: Path
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What is known about the server on the configured port.
+
+    state is one of:
+      running        our process is alive and /v1/models answers with the configured model
+      other_model    our process is alive but serves a different model
+      not_answering  our process is alive but /v1/models does not answer (loading, busy or stuck)
+      port_in_use    no process of ours, but something answers on the port
+      stopped        nothing of ours is running
+    """
+
+    state: str
+    base_url: str
+    model: str  # the configured model key
+    pid: int | None
+    served_models: tuple[str, ...]
+    recorded_model: str | None
+    log_path: Path
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "running"
+
+    def describe(self) -> str:
+        pid = f"pid {self.pid}" if self.pid else "no pid"
+        served = ", ".join(self.served_models) or "-"
+        return (
+            f"{self.state}: {self.base_url} ({pid}; configured model {self.model}; "
+            f"serving {served}; log {self.log_path})"
+        )
+
+
+def base_url(config: Config) -> str:
+    """The OpenAI-compatible base URL clients use, e.g. http://127.0.0.1:8088/v1."""
+    return f"http://{HOST}:{config.local_llm_port}/v1"
+
+
+def server_files(config: Config) -> ServerFiles:
+    directory = Path(config.data_dir) / "local-llm"
+    stem = f"llama-server-{config.local_llm_port}"
+    return ServerFiles(
+        directory=directory,
+        record=directory / f"{stem}.json",
+        log=directory / f"{stem}.log",
+        lock=directory / f"{stem}.lock",
+    )
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# ---------------------------------------------------------------- public API
+
+
+def server_status(config: Config) -> ServerStatus:
+    """Inspect the pid record and the port; never starts or stops anything."""
+    files = server_files(config)
+    record = _read_record(files)
+    pid = record.get("pid") if record else None
+    alive = pid is not None and _is_our_server(pid)
+    served, reachable = _served_models(base_url(config))
+    if alive:
+        if config.local_llm_model in served:
+            state = "running"
+        elif reachable and served:
+            state = "other_model"
+        elif record and record.get("model") != config.local_llm_model:
+            state = "other_model"
+        else:
+            state = "not_answering"
+    else:
+        state = "port_in_use" if reachable else "stopped"
+    return ServerStatus(
+        state=state,
+        base_url=base_url(config),
+        model=config.local_llm_model,
+        pid=pid if alive else None,
+        served_models=tuple(served),
+        recorded_model=record.get("model") if record else None,
+        log_path=files.log,
+    )
+
+
+def ensure_server(config: Config, *, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> str:
+    """Return the base URL of a server for `config.local_llm_model`, starting one if needed.
+
+    Returns at once when our server is alive and answers with the configured model. A server
+    of ours with another model is stopped and replaced. Installs llama-cpp-python and
+    assembles the model first when they are missing.
+    """
+    files = server_files(config)
+    with exclusive_lock(files.lock):
+        status = server_status(config)
+        if status.ready:
+            return status.base_url
+        if status.state == "port_in_use":
+            raise LocalServerError(
+                f"Port {config.local_llm_port} is in use by a process this kit did not start "
+                f"(it answers with models {list(status.served_models) or 'unknown'}). "
+                "Stop it, or set LOCAL_LLM_PORT to a free port."
+            )
+        if status.state == "other_model":
+            log.warning(
+                "Replacing the server on port %s (model %s) with %s",
+                config.local_llm_port, status.recorded_model, config.local_llm_model,
+            )  # fmt: skip
+            _stop_locked(files)
+        elif status.state == "not_answering":
+            # Probably still loading (a start interrupted by Ctrl-C) or busy with a long
+            # request: /v1/models waits for the model lock. Wait instead of killing it.
+            log.info("Server pid %s is alive but not answering yet; waiting", status.pid)
+            _wait_ready(config, files, status.pid, startup_timeout_s, kill_on_failure=False)
+            return status.base_url
+
+        ensure_llama_cpp_installed()
+        model_file = ensure_model(config.local_llm_model, config.model_cache_dir)
+        pid = _start(config, files, model_file)
+        _wait_ready(config, files, pid, startup_timeout_s, kill_on_failure=True)
+        log.info("Local model server ready at %s (pid %s)", base_url(config), pid)
+        return base_url(config)
+
+
+def stop_server(config: Config, *, grace_s: float = STOP_GRACE_S) -> bool:
+    """Stop our server on the configured port. Returns False when none was running."""
+    files = server_files(config)
+    with exclusive_lock(files.lock):
+        return _stop_locked(files, grace_s=grace_s)
+
+
+# ---------------------------------------------------------------- start / wait / stop
+
+
+def server_command(config: Config, model_file: Path) -> list[str]:
+    threads = str(cpu_cores())  # llama-cpp defaults to half the cores, which halves speed
+    return [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model_file),
+        "--model_alias", config.local_llm_model,
+        "--host", HOST,
+        "--port", str(config.local_llm_port),
+        "--n_ctx", str(CONTEXT_TOKENS),
+        "--n_threads", threads,
+        "--n_threads_batch", threads,
+    ]  # fmt: skip
+
+
+def _start(config: Config, files: ServerFiles, model_file: Path) -> int:
+    files.directory.mkdir(parents=True, exist_ok=True)
+    command = server_command(config, model_file)
+    spec = get_model(config.local_llm_model)
+    print(
+        f"Starting {spec.description} on {base_url(config)} "
+        f"({cpu_cores()} threads, context {CONTEXT_TOKENS}); log: {files.log}",
+        file=sys.stderr,
+        flush=True,
+    )
+    with open(files.log, "wb") as log_file:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=files.directory,
+            start_new_session=True,
+        )
+    _children[process.pid] = process
+    record = {
+        "pid": process.pid,
+        "port": config.local_llm_port,
+        "model": config.local_llm_model,
+        "model_path": str(model_file),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": command,
+    }
+    temporary = files.record.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    os.replace(temporary, files.record)
+    return process.pid
+
+
+def _wait_ready(
+    config: Config, files: ServerFiles, pid: int | None, timeout_s: float, *, kill_on_failure: bool
+) -> None:
+    """Poll /v1/models until it lists the configured model; raise with the log tail otherwise."""
+    deadline = time.monotonic() + timeout_s
+    url = base_url(config)
+    while time.monotonic() < deadline:
+        if pid is None or not _is_our_server(pid):
+            files.record.unlink(missing_ok=True)
+            raise LocalServerError(
+                f"The local model server exited during startup. Last lines of {files.log}:\n"
+                f"{_log_tail(files.log)}"
+            )
+        served, _ = _served_models(url)
+        if config.local_llm_model in served:
+            return
+        if served:
+            raise LocalServerError(
+                f"{url} answers with models {served}, not {config.local_llm_model}"
+            )
+        time.sleep(0.5)
+    if kill_on_failure:
+        _stop_locked(files)
+    raise LocalServerError(
+        f"The local model server did not answer {url}/models within {timeout_s:.0f} s"
+        f"{' and was stopped' if kill_on_failure else ''}. Last lines of {files.log}:\n"
+        f"{_log_tail(files.log)}"
+    )
+
+
+def _stop_locked(files: ServerFiles, grace_s: float = STOP_GRACE_S) -> bool:
+    """SIGTERM, then SIGKILL after `grace_s`; remove the pid record. Caller holds the lock."""
+    record = _read_record(files)
+    pid = record.get("pid") if record else None
+    if pid is None or not _is_our_server(pid):
+        files.record.unlink(missing_ok=True)
+        return False
+    log.info("Stopping local model server pid %s", pid)
+    _signal(pid, signal.SIGTERM)
+    if not _wait_exit(pid, grace_s):
+        log.warning("Server pid %s ignored SIGTERM for %.0f s; sending SIGKILL", pid, grace_s)
+        _signal(pid, signal.SIGKILL)
+        if not _wait_exit(pid, 5.0):
+            raise LocalServerError(f"Could not stop server pid {pid}")
+    files.record.unlink(missing_ok=True)
+    return True
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        # The server leads its own session: signal its whole group in case it spawned helpers.
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_exit(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _is_alive(pid):
+            return True
+        time.sleep(0.1)
+    return not _is_alive(pid)
+
+
+# ---------------------------------------------------------------- process and HTTP probes
+
+
+def _is_alive(pid: int) -> bool:
+    child = _children.get(pid)
+    if child is not None:
+        if child.poll() is not None:  # reaps our own child, so it does not linger as a zombie
+            _children.pop(pid, None)
+            return False
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        # Field 3 is the state; a zombie (Z) has exited and only waits for its parent.
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_our_server(pid: int) -> bool:
+    """Alive and still a llama_cpp.server process, so a recycled pid is never signalled."""
+    if not _is_alive(pid):
+        return False
+    if pid in _children:
+        # Our own unreaped child cannot have a recycled pid. Its cmdline can read empty for a
+        # moment right after Popen returns (vfork resumes the parent mid-exec), so skip it.
+        return True
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        return b"llama_cpp.server" in cmdline.read_bytes()
+    except OSError:
+        return not Path("/proc").is_dir()  # no procfs (macOS): trust the pid
+
+
+def _served_models(url: str) -> tuple[list[str], bool]:
+    """(model ids listed by GET {url}/models, whether anything answered on the port)."""
+    try:
+        response = httpx.get(f"{url}/models", timeout=PROBE_TIMEOUT_S)
+    except httpx.TimeoutException:
+        return [], True  # something is listening but busy
+    except httpx.HTTPError:
+        return [], False
+    try:
+        data = response.json().get("data", [])
+        return [str(item.get("id")) for item in data if isinstance(item, dict)], True
+    except (ValueError, AttributeError):
+        return [], True
+
+
+def _read_record(files: ServerFiles) -> dict | None:
+    try:
+        record = json.loads(files.record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("pid"), int) else None
+
+
+def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
