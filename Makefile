@@ -11,11 +11,16 @@ export PYTHONUNBUFFERED := 1
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "Installing the backend into $(VENV) (first run only)..."
-	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test]'
+	@echo "Installing the backend into $(VENV) (first run only; llama-cpp-python compiles for ~6 min unless pip has its wheel cached)..."
+	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,local-llm]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)
+
+# The whole suite: unit, API, fault and end-to-end tests on a real FalkorDB, plus the tier that
+# runs the real local model (it assembles and verifies the model file on first use).
+test: venv
+	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 local-llm: venv
 	cd backend && ../$(PY) -m app.local_llm start

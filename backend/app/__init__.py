@@ -20,7 +20,8 @@ def configure_logging(level: str | None = None) -> None:
     )
     # Index-exists notices on every graph clone, and one line per HTTP call, drown the app's own log.
     logging.getLogger("graphiti_core.driver.falkordb_driver").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def create_app(config: Config | None = None) -> Flask:
