@@ -7,7 +7,7 @@ import importlib
 from flask import Flask
 
 # Each module exposes `commands`: a list of click commands or groups.
-_COMMAND_MODULES = ("app.cli.serve", "app.cli.demo", "app.cli.local_llm", "app.cli.bench")
+_COMMAND_MODULES = ("app.cli.serve", "app.cli.demo", "app.cli.local_llm", "app.cli.bench", "app.cli.load")
 
 
 def register_cli(app: Flask) -> None:
