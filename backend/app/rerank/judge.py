@@ -1,0 +1,299 @@
+"""The LLM relevance judge: the one OpenAI-compatible client wrapper every reranking strategy shares.
+
+It owns everything that touches the model server: the `AsyncOpenAI` client (per-request timeout,
+no SDK retries), the process-wide bound on concurrent model requests, deterministic sampling,
+yes/no logprob and JSON scoring, the score cache and the counters. Strategies (pointwise today;
+listwise/pairwise later through `complete`) own ranking policy: deadlines, fallbacks, breakers.
+
+Nothing here does network I/O before the first request, so an app can start with the server down.
+Errors surface as `JudgeError`, whose text never contains the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from app.rerank.prompts import PROMPT_VERSION, ScoreMode, build_judge_messages
+from app.rerank.request_limit import RequestLimit
+from app.rerank.score_cache import ScoreCache, score_key
+from app.rerank.score_parsing import parse_json_score, yes_no_from_text, yes_probability
+
+logger = logging.getLogger(__name__)
+
+SCORE_MODES = ("auto", "logprobs", "json")
+TOP_LOGPROBS = 10  # alternatives requested per position; yes/no are nearly always among them
+# 401/403/404 (wrong key, no access, unknown model) will fail every request of a call alike.
+_CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
+
+COUNTER_NAMES = (
+    "calls",  # rank calls (strategies count them)
+    "model_requests",
+    "cache_hits",
+    "passage_failures",  # passages demoted because their own request failed
+    "fallbacks",  # whole rank calls answered in incoming order
+    "breaker_skips",  # rank calls that skipped the model because the breaker was open
+    "invalid_outputs",  # answers that parsed to no score / no text
+    "score_mode_switches",  # auto mode falling back from logprobs to json
+    "prompt_tokens",
+    "completion_tokens",
+)
+
+
+class JudgeError(Exception):
+    """A model request failed or its answer was unusable (text never includes the API key)."""
+
+    def __init__(self, error_class: str, detail: str = "", *, call_level: bool = False) -> None:
+        super().__init__(f"{error_class}: {detail}" if detail else error_class)
+        self.error_class = error_class
+        self.detail = detail
+        # True when every other request of the same call would fail the same way (404 model...).
+        self.call_level = call_level
+
+
+class Usage(NamedTuple):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass
+class _Answer:
+    text: str | None
+    logprob_positions: list[Any] | None  # choices[0].logprobs.content, None when absent
+    usage: Usage
+
+
+class JudgeCounters:
+    """Thread-safe counters; `snapshot()` is JSON-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(COUNTER_NAMES, 0)
+        self._errors: Counter[str] = Counter()
+        self._last_error: str | None = None
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[name] += amount
+
+    def record_error(self, error_class: str) -> None:
+        with self._lock:
+            self._errors[error_class] += 1
+            self._last_error = error_class
+
+    def get(self, name: str) -> int:
+        with self._lock:
+            return self._values[name]
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self._values, "errors": dict(self._errors), "last_error": self._last_error}
+
+
+def redact_url(url: str) -> str:
+    """The URL without any user:password part, for logs and /health."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class LLMJudge:
+    """Scores (query, passage) pairs with a chat model; shared by all reranking strategies."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None,
+        score_mode: str = "auto",
+        max_parallel: int = 4,
+        timeout_s: float = 30.0,
+        cache_size: int = 4096,
+        max_tokens: int = 16,
+        instructions: str | None = None,
+    ) -> None:
+        if score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+        if timeout_s <= 0 or max_tokens < 1:
+            raise ValueError("timeout_s must be > 0 and max_tokens >= 1")
+        self.model = model
+        self.base_url = base_url
+        self.score_mode = score_mode
+        self.timeout_s = float(timeout_s)
+        self.max_tokens = max_tokens
+        self.instructions = instructions
+        self.counters = JudgeCounters()
+        self._api_key = api_key or "unused"  # Ollama ignores the key, the SDK insists on one
+        self._mode_in_use: ScoreMode = "json" if score_mode == "json" else "logprobs"
+        self._limit = RequestLimit(max_parallel)
+        self._cache = ScoreCache(cache_size)
+        self._lock = threading.Lock()
+        # httpx connection pools belong to one event loop: one client per loop, created lazily
+        # (clients of closed loops are dropped when the next one is made).
+        self._clients: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+
+    def __repr__(self) -> str:
+        return f"LLMJudge(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
+
+    @property
+    def score_mode_in_use(self) -> ScoreMode:
+        return self._mode_in_use
+
+    def cached_score(self, query: str, passage: str) -> float | None:
+        """The cached score for this pair in the current mode (counted as a hit), else None."""
+        score = self._cache.get(score_key(self.model, PROMPT_VERSION, self._mode_in_use, query, passage))
+        if score is not None:
+            self.counters.add("cache_hits")
+        return score
+
+    async def score(self, query: str, passage: str) -> float:
+        """Relevance in [0, 1]; raises JudgeError when the request fails or the answer is unusable."""
+        mode = self._mode_in_use
+        cached = self.cached_score(query, passage)
+        if cached is not None:
+            return cached
+        messages = build_judge_messages(query, passage, mode=mode, instructions=self.instructions)
+        if mode == "logprobs":
+            answer = await self._chat(messages, max_tokens=1, logprobs=True)
+            if answer.logprob_positions is None and self.score_mode == "auto":
+                self._switch_to_json()
+                return await self.score(query, passage)
+            score = yes_probability(answer.logprob_positions)
+            if score is None:
+                score = yes_no_from_text(answer.text)
+        else:
+            answer = await self._chat(messages, max_tokens=self.max_tokens, json_object=True)
+            score = parse_json_score(answer.text)
+        if score is None:
+            raise self._invalid_output("no yes/no or score in the answer")
+        self._cache.put(score_key(self.model, PROMPT_VERSION, mode, query, passage), score)
+        return score
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, max_tokens: int, json_object: bool = False
+    ) -> tuple[str, Usage]:
+        """One chat completion under the same timeout, bound and counters; for listwise/pairwise."""
+        answer = await self._chat(messages, max_tokens=max_tokens, json_object=json_object)
+        if answer.text is None:
+            raise self._invalid_output("no message content")
+        return answer.text, answer.usage
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base_url": redact_url(self.base_url),
+            "score_mode": self.score_mode,
+            "score_mode_in_use": self._mode_in_use,
+            "prompt_version": PROMPT_VERSION,
+            "max_parallel": self._limit.size,
+            "timeout_s": self.timeout_s,
+            "in_flight": self._limit.in_use,
+            "peak_in_flight": self._limit.peak,
+            "cache_entries": len(self._cache),
+            **self.counters.snapshot(),
+        }
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop (optional; clients of finished loops are dropped)."""
+        with self._lock:
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                for closed in [other for other in self._clients if other.is_closed()]:
+                    del self._clients[closed]
+                # max_retries=0: the SDK's own retries would multiply our timeouts and deadline.
+                client = openai.AsyncOpenAI(
+                    base_url=self.base_url, api_key=self._api_key, timeout=self.timeout_s, max_retries=0
+                )
+                self._clients[loop] = client
+        return client
+
+    def _switch_to_json(self) -> None:
+        with self._lock:
+            if self._mode_in_use == "json":
+                return
+            self._mode_in_use = "json"
+        self.counters.add("score_mode_switches")
+        logger.info("Reranker model %r returned no logprobs; scoring with JSON answers from now on", self.model)
+
+    def _invalid_output(self, detail: str) -> JudgeError:
+        self.counters.add("invalid_outputs")
+        self.counters.record_error("InvalidOutput")
+        return JudgeError("InvalidOutput", detail)
+
+    def _as_judge_error(self, exc: Exception) -> JudgeError:
+        name = type(exc).__name__
+        if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
+            return JudgeError(name, f"no answer within {self.timeout_s:g}s")
+        if isinstance(exc, openai.APIStatusError):
+            return JudgeError(name, f"HTTP {exc.status_code}", call_level=exc.status_code in _CALL_LEVEL_STATUSES)
+        if isinstance(exc, openai.APIConnectionError):
+            return JudgeError(name, "could not reach the server")
+        return JudgeError(name, "unreadable response")  # e.g. a body that is not JSON
+
+    async def _chat(
+        self, messages: list[dict[str, str]], *, max_tokens: int, logprobs: bool = False, json_object: bool = False
+    ) -> _Answer:
+        options: dict[str, Any] = {}
+        if logprobs:
+            options.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+        if json_object:
+            options["response_format"] = {"type": "json_object"}
+        async with self._limit:
+            self.counters.add("model_requests")
+            try:
+                async with asyncio.timeout(self.timeout_s):  # hard bound, whatever the transport does
+                    response = await self._client().chat.completions.create(
+                        model=self.model, messages=messages, temperature=0, max_tokens=max_tokens, **options
+                    )
+            except Exception as exc:  # CancelledError is not an Exception: cancellation propagates
+                error = self._as_judge_error(exc)
+                self.counters.record_error(error.error_class)
+                raise error from None
+        return self._read_answer(response)
+
+    def _read_answer(self, response: Any) -> _Answer:
+        """Defensive reading: servers (and test scripts) may send any shape with a 200."""
+        try:
+            usage_obj = getattr(response, "usage", None)
+            usage = Usage(
+                int(getattr(usage_obj, "prompt_tokens", 0) or 0),
+                int(getattr(usage_obj, "completion_tokens", 0) or 0),
+            )
+            self.counters.add("prompt_tokens", usage.prompt_tokens)
+            self.counters.add("completion_tokens", usage.completion_tokens)
+            choices = getattr(response, "choices", None)
+            if not isinstance(choices, list) or not choices:
+                raise self._invalid_output("no choices in the response")
+            choice = choices[0]
+            text = getattr(getattr(choice, "message", None), "content", None)
+            logprobs = getattr(choice, "logprobs", None)
+            positions = getattr(logprobs, "content", None) if logprobs is not None else None
+        except JudgeError:
+            raise
+        except Exception as exc:  # attribute/type errors from a malformed body
+            raise self._invalid_output(f"malformed response ({type(exc).__name__})") from None
+        return _Answer(
+            text=text if isinstance(text, str) else None,
+            logprob_positions=list(positions) if isinstance(positions, list) and positions else None,
+            usage=usage,
+        )
