@@ -47,8 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "start":
             print(ensure_server(config))
         elif args.command == "stop":
-            stopped = stop_server(config)
-            print("stopped" if stopped else f"not running on port {config.local_llm_port}")
+            if stop_server(config):
+                print("stopped")
+            else:
+                status = server_status(config)
+                if status.state in ("unmanaged", "port_in_use"):
+                    print(f"error: not started from this DATA_DIR, left alone: {status.describe()}",
+                          file=sys.stderr)
+                    return 1
+                print(f"not running on port {config.local_llm_port}")
         elif args.command == "status":
             status = server_status(config)
             print(status.describe())

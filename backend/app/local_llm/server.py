@@ -63,10 +63,12 @@ class ServerStatus:
 
     state is one of:
       running        our process is alive and /v1/models answers with the configured model
+      unmanaged      no pid record of ours (e.g. started with another DATA_DIR), but the port
+                     answers with the configured model: usable, but `stop` here cannot stop it
       other_model    our process is alive but serves a different model
       not_answering  our process is alive but /v1/models does not answer (loading, busy or stuck)
-      port_in_use    no process of ours, but something answers on the port
-      stopped        nothing of ours is running
+      port_in_use    no process of ours, and the port answers without the configured model
+      stopped        nothing answers on the port
     """
 
     state: str
@@ -79,14 +81,16 @@ class ServerStatus:
 
     @property
     def ready(self) -> bool:
-        return self.state == "running"
+        """Clients can use base_url with model name `model` now."""
+        return self.state in ("running", "unmanaged")
 
     def describe(self) -> str:
         pid = f"pid {self.pid}" if self.pid else "no pid"
         served = ", ".join(self.served_models) or "-"
+        log_note = f"; log {self.log_path}" if self.pid else ""
         return (
             f"{self.state}: {self.base_url} ({pid}; configured model {self.model}; "
-            f"serving {served}; log {self.log_path})"
+            f"serving {served}{log_note})"
         )
 
 
@@ -133,6 +137,8 @@ def server_status(config: Config) -> ServerStatus:
             state = "other_model"
         else:
             state = "not_answering"
+    elif config.local_llm_model in served:
+        state = "unmanaged"
     else:
         state = "port_in_use" if reachable else "stopped"
     return ServerStatus(
@@ -149,20 +155,28 @@ def server_status(config: Config) -> ServerStatus:
 def ensure_server(config: Config, *, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> str:
     """Return the base URL of a server for `config.local_llm_model`, starting one if needed.
 
-    Returns at once when our server is alive and answers with the configured model. A server
-    of ours with another model is stopped and replaced. Installs llama-cpp-python and
-    assembles the model first when they are missing.
+    Returns at once when our server is alive and answers with the configured model, or when
+    the port already answers with that model without a pid record here (a server started
+    with another DATA_DIR; it is used but not managed). A server of ours with another model
+    is stopped and replaced; anything else on the port is an error, never killed. Installs
+    llama-cpp-python and assembles the model first when they are missing.
     """
     files = server_files(config)
     with exclusive_lock(files.lock):
         status = server_status(config)
+        if status.state == "unmanaged":
+            log.warning(
+                "Using the server already answering on %s; it has no pid record in %s, "
+                "so stop it where it was started",
+                status.base_url, files.directory,
+            )  # fmt: skip
         if status.ready:
             return status.base_url
         if status.state == "port_in_use":
             raise LocalServerError(
                 f"Port {config.local_llm_port} is in use by a process this kit did not start "
-                f"(it answers with models {list(status.served_models) or 'unknown'}). "
-                "Stop it, or set LOCAL_LLM_PORT to a free port."
+                f"(it answers with models {list(status.served_models) or 'unknown'}, "
+                f"not {config.local_llm_model}). Stop it, or set LOCAL_LLM_PORT to a free port."
             )
         if status.state == "other_model":
             log.warning(
@@ -186,7 +200,11 @@ def ensure_server(config: Config, *, startup_timeout_s: float = STARTUP_TIMEOUT_
 
 
 def stop_server(config: Config, *, grace_s: float = STOP_GRACE_S) -> bool:
-    """Stop our server on the configured port. Returns False when none was running."""
+    """Stop our server on the configured port (SIGTERM, SIGKILL after `grace_s`).
+
+    Returns False when no server with a live pid record here was running; a server that
+    has no pid record here (see ServerStatus "unmanaged") is left alone.
+    """
     files = server_files(config)
     with exclusive_lock(files.lock):
         return _stop_locked(files, grace_s=grace_s)
