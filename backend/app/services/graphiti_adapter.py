@@ -248,7 +248,27 @@ class GraphitiAdapter:
 
     @property
     def graph(self) -> "_GraphNamespace":
-        return _GraphNamespace(self.runtime)
+        runtime = self.runtime
+        _revive_embedded_db(runtime)
+        return _GraphNamespace(runtime)
+
+
+async def _start_embedded_db(embedded: EmbeddedFalkorDB) -> None:
+    embedded.start()
+
+
+def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
+    """Restart an embedded FalkorDB that died, over the same data and port.
+
+    Without this every later request fails with a connection error until the app restarts.
+    Started on the loop thread because the server's parent-death signal is tied to the
+    thread that starts it; the client reconnects by itself once the port answers again.
+    """
+    embedded = runtime.embedded_db
+    if embedded is None or not embedded.exited:
+        return
+    logger.warning("Embedded FalkorDB exited (code %s); restarting it", embedded.process.returncode)
+    _run(_start_embedded_db(embedded), timeout=60)
 
 
 class _GraphNamespace:
