@@ -1,0 +1,118 @@
+"""The one front door for reranking on its own: validate, run a strategy on the shared judge, type failures.
+
+    outcome = await rerank("where is the tower?", ["Paris ...", "Berlin ..."], provider=judge,
+                           strategy="listwise", top_k=5)
+    outcome.results  # RerankResult, best first;  outcome.dropped (mmr);  outcome.calls
+
+`strict=True` (the default, used by /api/rerank) fails fast: the first unusable answer raises
+`RerankParseError`, a failed request `RerankProviderError`, an oversized prompt `DocumentTooLongError`,
+and anything else a strategy raises is wrapped in `RerankStrategyError`. With `strict=False` (graph
+search, through StrategyReranker) a failed window/group/pair keeps its incoming order and is counted;
+only a failure of the whole call raises. Input guards apply in both modes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.rerank.judge import JudgeError
+from app.rerank.session import RerankSession, typed_error
+from app.rerank.strategies.base import strategy_name
+from app.rerank.strategies.registry import get_strategy
+from app.rerank.types import (
+    Document, InvalidRerankInputError, RerankError, RerankResult, RerankStrategyError, as_documents, check_documents,
+)
+
+
+@dataclass
+class RerankOutcome:
+    results: list[RerankResult]
+    dropped: list[RerankResult]
+    strategy: str
+    model: str
+    calls: int
+    estimated_calls: int
+    stats: dict[str, Any] = field(default_factory=dict)  # the session's counters and elapsed_ms
+
+
+def resolve_strategy(strategy: Any, knobs: dict[str, Any]) -> Any:
+    if isinstance(strategy, str):
+        return get_strategy(strategy, **knobs)
+    if knobs:
+        raise ValueError("options can only be given with a strategy name, not with a strategy instance")
+    if not callable(getattr(strategy, "rerank", None)) or not callable(getattr(strategy, "estimate_calls", None)):
+        raise ValueError(f"{strategy!r} is not a rerank strategy (needs rerank() and estimate_calls())")
+    return strategy
+
+
+def check_request(query: Any, top_k: Any) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidRerankInputError("the query must be a non-empty string", item="query")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise InvalidRerankInputError(f"top_k must be a positive integer, got {top_k!r}", item="top_k")
+
+
+async def rerank(
+    query: str,
+    documents: list[Document | str | dict],
+    *,
+    provider: Any,
+    strategy: Any = "pointwise",
+    top_k: int | None = None,
+    strict: bool = True,
+    context_tokens: int | None = None,
+    **knobs: Any,
+) -> RerankOutcome:
+    """Rerank `documents` for `query` with `strategy` (a name or an instance) on `provider` (the LLMJudge)."""
+    started = time.perf_counter()
+    chosen = resolve_strategy(strategy, knobs)
+    name = strategy_name(chosen)
+    check_request(query, top_k)
+    docs = as_documents(documents)
+    check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
+    judge = provider.judge if isinstance(provider, RerankSession) else provider
+    session = RerankSession(judge, strict=strict, context_tokens=context_tokens)
+    estimated = chosen.estimate_calls(len(docs), top_k) if docs else 0
+    results = await _run(chosen, name, query, docs, session, top_k) if docs else []
+    kept, dropped = _checked(results, docs, top_k, name)
+    stats = {**session.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
+    return RerankOutcome(kept, dropped, name, session.model, session.calls, estimated, stats)
+
+
+async def _run(strategy: Any, name: str, query: str, docs: list[Document], session: RerankSession, top_k):
+    try:
+        return await strategy.rerank(query, docs, session, top_k)
+    except RerankError:
+        raise
+    except JudgeError as error:  # a strategy that called the bare judge
+        raise typed_error(error) from error
+    except Exception as error:  # CancelledError is not an Exception: cancellation propagates
+        raise RerankStrategyError(f"the {name} strategy failed: {type(error).__name__}: {error}") from error
+
+
+def _checked(results: Any, docs: list[Document], top_k: int | None, name: str):
+    """Kept and dropped results, after checking a (possibly custom) strategy's output is consistent."""
+    if not isinstance(results, list) or not all(isinstance(result, RerankResult) for result in results):
+        raise RerankStrategyError(f"the {name} strategy did not return a list of RerankResult")
+    seen: set[int] = set()
+    for result in results:
+        index = result.original_index
+        if not (isinstance(index, int) and 0 <= index < len(docs)) or index in seen:
+            raise RerankStrategyError(f"the {name} strategy returned original_index {index!r} twice or out of range")
+        if result.document.id != docs[index].id or not math.isfinite(float(result.score)):
+            raise RerankStrategyError(f"the {name} strategy returned an inconsistent result for index {index}")
+        seen.add(index)
+    kept = [result for result in results if not result.dropped]
+    dropped = [result for result in results if result.dropped]
+    expected = len(docs) - len(dropped) if top_k is None else min(top_k, len(docs) - len(dropped))
+    if len(kept) < expected:
+        raise RerankStrategyError(f"the {name} strategy ranked {len(kept)} documents, expected {expected}")
+    kept = kept[:top_k] if top_k is not None else kept
+    for rank, result in enumerate(kept, start=1):
+        result.rank = rank
+    for rank, result in enumerate(dropped, start=len(kept) + 1):
+        result.rank = rank
+    return kept, dropped

@@ -1,0 +1,139 @@
+"""One rerank call's view of the shared `LLMJudge`: what strategies receive as their `provider`.
+
+It offers the judge's two request methods, `score()` and `complete()`, so a strategy written against
+`LLMJudge` works unchanged, and adds what belongs to one call only:
+
+- counting: LLM calls made (cache hits are not calls), tokens, unit fallbacks, permutation repairs,
+  pairwise ties. The judge's own counters are process-wide and shared by concurrent calls, so a
+  per-call count cannot be read from them;
+- typed errors: `JudgeError` becomes `RerankProviderError` or `RerankParseError`;
+- the failure policy for one unit of work (a window, a group, a pair): with `strict` the error
+  propagates (fail fast); otherwise the unit keeps its incoming order and a fallback is counted;
+- the context guard: a prompt whose estimated size exceeds the model's window is refused.
+
+The judge's semaphore, cache and counters stay the only ones: nothing here bypasses them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from app.rerank.judge import JudgeError, LLMJudge, Usage
+from app.rerank.types import DocumentTooLongError, RerankParseError, RerankProviderError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_TOKENS = 8192
+_MESSAGE_OVERHEAD_TOKENS = 8
+_DEAD_AFTER = 3  # provider failures in a row, with no success yet, that end a lenient call
+
+
+def estimate_tokens(text: str) -> int:
+    """A deliberately generous estimate: ~3 ASCII characters per token, one token per other character."""
+    ascii_chars = sum(1 for char in text if ord(char) < 128)
+    return ascii_chars // 3 + (len(text) - ascii_chars) + 1
+
+
+def typed_error(exc: JudgeError) -> RerankProviderError | RerankParseError:
+    if exc.error_class == "InvalidOutput":
+        return RerankParseError(f"the model's answer is unusable ({exc.detail})")
+    return RerankProviderError(
+        f"the model request failed ({exc.error_class}: {exc.detail})" if exc.detail else exc.error_class,
+        error_class=exc.error_class,
+        call_level=exc.call_level,
+    )
+
+
+class RerankSession:
+    def __init__(self, judge: LLMJudge, *, strict: bool = True, context_tokens: int | None = None) -> None:
+        self.judge = judge
+        self.strict = strict
+        self.context_tokens = context_tokens or DEFAULT_CONTEXT_TOKENS
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.fallbacks = 0  # units (window, group, pair, document) answered in incoming order
+        self.repairs = 0  # entries added to or dropped from model permutations / selections
+        self.ties = 0  # pairwise comparisons whose two orders disagreed
+        self.successes = 0
+        self.last_error: Exception | None = None
+
+    @property
+    def model(self) -> str:
+        return self.judge.model
+
+    @property
+    def instructions(self) -> str | None:
+        return self.judge.instructions
+
+    async def score(self, query: str, passage: str) -> float:
+        """The judge's pointwise relevance in [0, 1]; a cached score costs no call."""
+        cached = self.judge.cached_score(query, passage)
+        if cached is not None:
+            return cached
+        self.calls += 1
+        try:
+            return await self.judge.score(query, passage)
+        except JudgeError as exc:
+            raise typed_error(exc) from None
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, max_tokens: int, json_object: bool = False
+    ) -> tuple[str, Usage]:
+        self.calls += 1
+        try:
+            text, usage = await self.judge.complete(messages, max_tokens=max_tokens, json_object=json_object)
+        except JudgeError as exc:
+            raise typed_error(exc) from None
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        return text, usage
+
+    def check_fits(self, messages: list[dict[str, str]], answer_tokens: int, longest_id: str | None, what: str) -> None:
+        """Refuse a prompt that would not fit the model's context window (estimated, before sending)."""
+        needed = answer_tokens + sum(
+            estimate_tokens(str(message.get("content", ""))) + _MESSAGE_OVERHEAD_TOKENS for message in messages
+        )
+        if needed > self.context_tokens:
+            raise DocumentTooLongError(
+                f"the {what} prompt needs about {needed} tokens, more than the model's context of "
+                f"{self.context_tokens} (RERANKER_CONTEXT_TOKENS); longest document: {longest_id!r}. "
+                "Send fewer or shorter documents, or lower RERANKER_MAX_DOCUMENT_CHARS",
+                document_id=longest_id,
+            )
+
+    def unit_succeeded(self) -> None:
+        self.successes += 1
+
+    def unit_failed(self, error: Exception, what: str) -> None:
+        """Strict: re-raise. Otherwise the unit keeps its incoming order; call-level errors still abort."""
+        if self.strict or (isinstance(error, RerankProviderError) and error.call_level):
+            raise error
+        if isinstance(error, RerankProviderError) and self.successes == 0 and self.fallbacks >= _DEAD_AFTER - 1:
+            raise error  # the server failed every request so far: it is down, stop spending calls on it
+        self.fallbacks += 1
+        self.last_error = error
+        logger.debug("Rerank %s keeps its incoming order (%s: %s)", what, type(error).__name__, error)
+
+    def raise_if_nothing_worked(self) -> None:
+        """Every unit failed: that is a failed call, not a ranking (the caller falls back once, loudly)."""
+        if self.successes == 0 and self.last_error is not None:
+            raise self.last_error
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "fallbacks": self.fallbacks,
+            "repairs": self.repairs,
+            "ties": self.ties,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+def session_for(provider: Any) -> RerankSession:
+    """The provider as a session: strategies called directly with a bare judge get a strict one."""
+    if isinstance(provider, RerankSession):
+        return provider
+    return RerankSession(provider, strict=True)

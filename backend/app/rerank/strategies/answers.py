@@ -1,0 +1,104 @@
+"""Reading the strategies' JSON answers. Defensive, like score_parsing: <think> blocks and markdown
+fences are dropped, a JSON object embedded in prose is found, and near-misses are repaired (counted)
+rather than rejected. An answer with nothing usable raises RerankParseError."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from app.rerank.permutation import PermutationReport, repair_permutation
+from app.rerank.score_parsing import strip_reasoning
+from app.rerank.strategies.prompts import PAIR_LABELS
+from app.rerank.types import RerankParseError
+
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+_LIST_KEYS = ("reranked_indices", "ranking", "indices", "order")
+_SELECT_KEYS = ("selected_indices", "selected", "indices")
+_PAIR_KEYS = ("more_relevant", "answer", "winner")
+_PASSAGE_LABEL = re.compile(r"\bpassage\s+([AB])\b", re.IGNORECASE)
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def load_answer(text: str) -> Any:
+    """The JSON value of an answer, or RerankParseError."""
+    cleaned = strip_reasoning(text or "")
+    for candidate in (cleaned, *(m.group(0) for m in [_OBJECT.search(cleaned)] if m)):
+        try:
+            return json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+    raise RerankParseError(f"the model's answer is not JSON: {_excerpt(text or '')!r}")
+
+
+def _list_under(value: Any, keys: tuple[str, ...], what: str, text: str) -> list:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        lowered = {str(key).lower(): item for key, item in value.items()}
+        for key in keys:
+            if isinstance(lowered.get(key), list):
+                return lowered[key]
+    raise RerankParseError(f"the model's answer has no {what} list: {_excerpt(text)!r}")
+
+
+@dataclass
+class ListAnswer:
+    order: list[int]
+    report: PermutationReport | None  # None: the unit fell back to the incoming order
+    rejected: bool = False
+    rejection_reason: str | None = None
+
+
+def listwise_answer(text: str, size: int) -> ListAnswer:
+    """A complete order from {"reranked_indices": [...], "is_rejected": bool, "rejection_reason": str}."""
+    value = load_answer(text)
+    rejected = isinstance(value, dict) and value.get("is_rejected") is True
+    reason = value.get("rejection_reason") if isinstance(value, dict) else None
+    try:
+        raw = _list_under(value, _LIST_KEYS, "reranked_indices", text)
+    except RerankParseError:
+        if not rejected:
+            raise
+        raw = []
+    order, report = repair_permutation(raw, size)
+    if report.named == 0 and size > 1 and not rejected:
+        raise RerankParseError(f"the model's ranking names no valid passage index: {_excerpt(text)!r}")
+    return ListAnswer(order, report, rejected, reason if isinstance(reason, str) and reason.strip() else None)
+
+
+def selection_answer(text: str, size: int, select: int) -> tuple[list[int], int]:
+    """Exactly `select` distinct positions from {"selected_indices": [...]}, and the repairs needed.
+
+    Too few named: filled up in incoming order; too many: the first `select` are kept."""
+    raw = _list_under(load_answer(text), _SELECT_KEYS, "selected_indices", text)
+    order, report = repair_permutation(raw, size)
+    if report.named == 0:
+        raise RerankParseError(f"the model's selection names no valid passage index: {_excerpt(text)!r}")
+    repairs = len(report.duplicates) + len(report.out_of_range) + len(report.extra) + abs(report.named - select)
+    return order[:select], repairs
+
+
+def pairwise_answer(text: str) -> str:
+    """'A' or 'B' from {"more_relevant": "A"} (or a bare label / "Passage B" in prose)."""
+    cleaned = strip_reasoning(text or "")
+    try:
+        value = json.loads(cleaned)
+    except (ValueError, RecursionError):
+        value = cleaned
+    if isinstance(value, dict):
+        lowered = {str(key).lower(): item for key, item in value.items()}
+        value = next((lowered[key] for key in _PAIR_KEYS if key in lowered), None)
+    if isinstance(value, str):
+        bare = value.strip().strip("'\".:() ").upper()
+        if bare in PAIR_LABELS:
+            return bare
+        match = _PASSAGE_LABEL.search(value)
+        if match:
+            return match.group(1).upper()
+    raise RerankParseError(f"the model's answer names neither A nor B: {_excerpt(text or '')!r}")

@@ -1,0 +1,74 @@
+"""Listwise: one prompt shows every candidate as a JSON array; the model answers
+{"reranked_indices": [...], "is_rejected": bool, "rejection_reason": str}.
+
+The answer is validated as a permutation and repaired (app/rerank/permutation.py), repairs counted.
+`is_rejected` means no candidate is relevant at all: the order is kept as answered (or incoming)
+and every result carries the rejection reason. `rank_list` is also the unit sliding_window uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.rerank.session import RerankSession
+from app.rerank.strategies.answers import ListAnswer, listwise_answer
+from app.rerank.strategies.base import (
+    DEFAULT_MAX_DOCUMENT_CHARS, check_count, ensure_session, longest_id, results_in_order,
+)
+from app.rerank.strategies.prompts import clip, listwise_messages
+from app.rerank.types import Document, RerankError, RerankResult
+
+DEFAULT_MAX_DOCUMENTS = 100
+
+
+def answer_tokens(n_documents: int) -> int:
+    """Room for every index (a few tokens each) plus a short rejection reason."""
+    return 48 + 4 * n_documents
+
+
+async def rank_list(
+    session: RerankSession, query: str, documents: Sequence[Document], max_document_chars: int, what: str
+) -> ListAnswer:
+    """One listwise call over `documents`; on an unusable answer (lenient) the incoming order, counted."""
+    size = len(documents)
+    try:
+        passages = [clip(document.text, max_document_chars) for document in documents]
+        messages = listwise_messages(query, passages, session.instructions)
+        session.check_fits(messages, answer_tokens(size), longest_id(documents), what)
+        text, _ = await session.complete(messages, max_tokens=answer_tokens(size), json_object=True)
+        answer = listwise_answer(text, size)
+    except RerankError as error:
+        session.unit_failed(error, what)
+        return ListAnswer(list(range(size)), report=None)
+    session.repairs += answer.report.repairs
+    session.unit_succeeded()
+    return answer
+
+
+class ListwiseStrategy:
+    name = "listwise"
+
+    def __init__(
+        self, *, max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS, max_documents: int = DEFAULT_MAX_DOCUMENTS
+    ):
+        if max_document_chars < 1 or max_documents < 1:
+            raise ValueError("max_document_chars and max_documents must be >= 1")
+        self.max_document_chars = max_document_chars
+        self.max_documents = max_documents
+
+    def estimate_calls(self, n_documents: int, top_k: int | None = None) -> int:
+        return 1 if n_documents > 1 else 0
+
+    async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
+        session = ensure_session(provider)
+        check_count(self, documents)
+        if len(documents) <= 1:
+            return results_in_order(documents, range(len(documents)), top_k)
+        answer = await rank_list(session, query, documents, self.max_document_chars, "listwise")
+        session.raise_if_nothing_worked()
+        if not answer.rejected:
+            return results_in_order(documents, answer.order, top_k)
+        reason = f"rejected: {answer.rejection_reason or 'the model found no relevant document'}"
+        reasons = dict.fromkeys(range(len(documents)), reason)
+        flags = {index: {"rejected": True} for index in range(len(documents))}
+        return results_in_order(documents, answer.order, top_k, reasons=reasons, metadata=flags)

@@ -1,0 +1,84 @@
+"""Strategies by name: `get_strategy(name, **knobs)`, `register_strategy` for custom ones, and
+`strategy_from_config` (RERANKER_STRATEGY and its RERANKER_<KNOB> settings)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from app.rerank.strategies.base import RerankStrategy
+from app.rerank.strategies.listwise import ListwiseStrategy
+from app.rerank.strategies.mmr import MMRStrategy
+from app.rerank.strategies.pairwise import PairwiseStrategy
+from app.rerank.strategies.pointwise import PointwiseStrategy
+from app.rerank.strategies.sliding_window import SlidingWindowStrategy
+from app.rerank.strategies.tournament import TournamentStrategy
+
+
+def _mmr(*, base: Any = "pointwise", **knobs: Any) -> MMRStrategy:
+    return MMRStrategy(base=get_strategy(base) if isinstance(base, str) else base, **knobs)
+
+
+_FACTORIES: dict[str, Callable[..., RerankStrategy]] = {
+    "pointwise": PointwiseStrategy,
+    "listwise": ListwiseStrategy,
+    "sliding_window": SlidingWindowStrategy,
+    "pairwise": PairwiseStrategy,
+    "tournament": TournamentStrategy,
+    "mmr": _mmr,
+}
+_lock = threading.Lock()
+
+
+def strategy_names() -> tuple[str, ...]:
+    with _lock:
+        return tuple(_FACTORIES)
+
+
+def register_strategy(name: str, factory: Callable[..., RerankStrategy]) -> None:
+    """Make a custom strategy available by name (to `get_strategy` and the front door)."""
+    if not name or not name.isidentifier():
+        raise ValueError(f"strategy names are identifiers, got {name!r}")
+    with _lock:
+        _FACTORIES[name.lower()] = factory
+
+
+def get_strategy(name: str, **knobs: Any) -> RerankStrategy:
+    """A new strategy instance; unknown names and knobs are refused with a ValueError that names them."""
+    with _lock:
+        factory = _FACTORIES.get(name.lower()) if isinstance(name, str) else None
+    if factory is None:
+        raise ValueError(f"unknown rerank strategy {name!r}; available: {list(strategy_names())}")
+    try:
+        return factory(**knobs)
+    except TypeError as error:
+        raise ValueError(f"bad options for the {name} strategy ({error})") from None
+
+
+def config_knobs(config: Any, name: str) -> dict[str, Any]:
+    """The RERANKER_<KNOB> settings that apply to one built-in strategy."""
+    knobs: dict[str, Any] = {"max_document_chars": config.reranker_max_document_chars}
+    if name == "sliding_window":
+        knobs.update(window_size=config.reranker_window_size, stride=config.reranker_window_stride)
+    elif name == "pairwise":
+        knobs.update(passes=config.reranker_pairwise_passes)
+    elif name == "tournament":
+        knobs.update(rounds=config.reranker_tournament_rounds, max_parallel_groups=config.reranker_max_parallel)
+    return knobs
+
+
+def strategy_from_config(config: Any, name: str | None = None, *, embedder: Any = None) -> RerankStrategy:
+    """RERANKER_STRATEGY (or `name`) with its knobs; mmr wraps RERANKER_MMR_BASE and needs the embedder."""
+    name = (name or config.reranker_strategy).lower()
+    try:
+        if name == "mmr":
+            return MMRStrategy(
+                base=strategy_from_config(config, config.reranker_mmr_base),
+                embedder=embedder,
+                lambda_=config.reranker_mmr_lambda,
+                duplicate_threshold=config.reranker_mmr_duplicate_threshold,
+            )
+        return get_strategy(name, **config_knobs(config, name))
+    except ValueError as error:
+        raise ValueError(f"RERANKER_STRATEGY={name}: {error}") from None

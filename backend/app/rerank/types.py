@@ -1,0 +1,138 @@
+"""What every reranking strategy takes and gives: documents in, ranked results out, typed errors.
+
+`Document(id, text, metadata)` in; `RerankResult(document, rank, original_index, score, reason, metadata)`
+out, `rank` 1-based and `original_index` 0-based (the document's position in the input list).
+
+Errors are typed so a strict caller (the `/api/rerank` endpoint) can say exactly what went wrong:
+- `InvalidRerankInputError` / `TooManyDocumentsError`: the input itself is unusable (caller's fault);
+- `DocumentTooLongError`: a prompt would not fit the model's context window;
+- `RerankProviderError`: the model server failed (connection, HTTP error, timeout);
+- `RerankParseError`: the model answered, but nothing usable could be read from the answer;
+- `RerankStrategyError`: the strategy itself failed (a custom strategy's unexpected exception is
+  wrapped in it), or its plan cannot work for this input (`TournamentPlanError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class RerankResult:
+    document: Document
+    rank: int  # 1-based position in the reranked list
+    original_index: int  # 0-based position in the input list
+    score: float
+    reason: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dropped(self) -> bool:
+        """True for results a diversity strategy (mmr) demoted out of the ranking."""
+        return bool(self.metadata.get("dropped"))
+
+
+class RerankError(Exception):
+    """Base of every typed rerank error."""
+
+
+class InvalidRerankInputError(RerankError, ValueError):
+    """The query or documents cannot be reranked as given; `item` names the offending one."""
+
+    def __init__(self, message: str, *, item: str | int | None = None) -> None:
+        super().__init__(message)
+        self.item = item
+
+
+class TooManyDocumentsError(InvalidRerankInputError):
+    """More candidates than the strategy accepts."""
+
+
+class DocumentTooLongError(RerankError):
+    """A prompt would exceed the model's context window; `document_id` names the longest document in it."""
+
+    def __init__(self, message: str, *, document_id: str | None = None) -> None:
+        super().__init__(message)
+        self.document_id = document_id
+
+
+class RerankProviderError(RerankError):
+    """The model request failed. `call_level`: every other request would fail alike (unknown model, bad key)."""
+
+    def __init__(self, message: str, *, error_class: str = "Error", call_level: bool = False) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.call_level = call_level
+
+
+class RerankParseError(RerankError):
+    """The model answered, but the answer holds no usable ranking, selection or score."""
+
+
+class RerankStrategyError(RerankError):
+    """The strategy failed; a custom strategy's unexpected exception is its `__cause__`."""
+
+
+class TournamentPlanError(RerankStrategyError, ValueError):
+    """A tournament stage plan that cannot rank this many candidates."""
+
+
+def rank_score(rank: int, total: int) -> float:
+    """Score derived from a rank: 1.0 for rank 1, strictly descending, always > 0."""
+    return (total - rank + 1) / total
+
+
+def as_documents(items: Iterable[Document | str | dict]) -> list[Document]:
+    """Documents from Document objects, plain strings (id = position) or {"id", "text", "metadata"} dicts."""
+    documents = []
+    for index, item in enumerate(items):
+        if isinstance(item, Document):
+            documents.append(item)
+        elif isinstance(item, str):
+            documents.append(Document(id=str(index), text=item))
+        elif isinstance(item, dict):
+            raw_id = item.get("id", index)
+            if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+                raise InvalidRerankInputError(f"document {index}: 'id' must be a string or an integer", item=index)
+            metadata = item.get("metadata") or {}
+            if not isinstance(metadata, dict):
+                raise InvalidRerankInputError(f"document {index}: 'metadata' must be an object", item=index)
+            documents.append(Document(id=str(raw_id), text=item.get("text"), metadata=metadata))  # type: ignore[arg-type]
+        else:
+            raise InvalidRerankInputError(
+                f"document {index}: expected a string, an object with 'text', or a Document", item=index
+            )
+    return documents
+
+
+def check_documents(documents: list[Document], *, max_documents: int | None = None, strategy: str = "") -> None:
+    """Refuse duplicate ids, empty or non-string text, and more documents than the strategy accepts."""
+    if max_documents is not None and len(documents) > max_documents:
+        raise TooManyDocumentsError(
+            f"{len(documents)} documents is more than the {strategy or 'strategy'} strategy accepts "
+            f"({max_documents})",
+            item=len(documents),
+        )
+    seen: dict[str, int] = {}
+    for index, document in enumerate(documents):
+        if not isinstance(document.id, str) or not document.id:
+            raise InvalidRerankInputError(f"document {index}: 'id' must be a non-empty string", item=index)
+        if document.id in seen:
+            raise InvalidRerankInputError(
+                f"document {index}: id {document.id!r} is also used by document {seen[document.id]}",
+                item=document.id,
+            )
+        seen[document.id] = index
+        if not isinstance(document.text, str):
+            raise InvalidRerankInputError(f"document {document.id!r}: 'text' must be a string", item=document.id)
+        if not document.text.strip():
+            raise InvalidRerankInputError(f"document {document.id!r}: 'text' is empty", item=document.id)
