@@ -1,0 +1,254 @@
+"""The report tools: SearchResult, InsightForge, Panorama and Interview over one graph.
+
+They read the graph only through `GraphitiAdapter(config).graph` (search, paged node and edge
+reads, node reads). Whether the search is reranked is configuration (RERANKER_PROVIDER): the
+tools keep the order search gives them and never know which it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any, Callable
+
+from app.config import Config
+from app.services.graph_search import SearchOutcome
+from app.services.graph_store import UnknownGraphError, UnknownNodeError
+from app.services.graphiti_adapter import GraphitiAdapter
+from app.services.report_interview import ground_answers, interview_summary
+from app.services.report_llm import ReportLLM, ReportLLMError
+from app.services.report_prompts import interview_messages, sub_query_messages
+from app.services.report_results import (
+    DONT_KNOW, EntityInterview, InsightResult, InterviewAnswer, InterviewResult, PanoramaResult, SearchResult,
+    ToolResult, relation_chains,
+)
+from app.services.report_tool_args import parse_tool_arguments
+from app.services.report_views import EntityView, FactView
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE = 200
+MAX_READ_NODES = 2000  # panorama and name lookups read at most this many; the rest is reported
+MAX_READ_EDGES = 5000
+MAX_ENTITY_LOOKUPS = 10  # InsightForge looks up the summaries of this many entities
+MAX_CHAIN_PATHS = 10
+INTERVIEW_SEARCH_LIMIT = 20
+MAX_FACTS_PER_ENTITY = 12
+
+
+def _budget(max_chars: int | None) -> dict[str, int]:
+    return {"max_chars": max_chars} if max_chars else {}
+
+
+def relationship_chains(facts: list[FactView]) -> list[str]:
+    """Each fact's 'A -[R]-> B', then two-step paths 'A -[R]-> B -[S]-> C' joined through B."""
+    by_source: dict[str, list[FactView]] = defaultdict(list)
+    for fact in facts:
+        by_source[fact.source_uuid].append(fact)
+    paths: list[str] = []
+    for first in facts:
+        for second in by_source.get(first.target_uuid, []):
+            if second.uuid != first.uuid and second.target_uuid != first.source_uuid:
+                paths.append(f"{first.relation_chain} -[{second.relation}]-> {second.target or '?'}")
+    return relation_chains(facts) + list(dict.fromkeys(paths))[:MAX_CHAIN_PATHS]
+
+
+class ReportTools:
+    """One graph-reading service for the report agent and the HTTP API."""
+
+    def __init__(self, config: Config, llm: ReportLLM | None = None) -> None:
+        self.config = config
+        self._llm = llm
+        self._owns_llm = llm is None
+
+    @property
+    def graph(self):
+        return GraphitiAdapter(self.config).graph
+
+    @property
+    def llm(self) -> ReportLLM:
+        if self._llm is None:
+            self._llm = ReportLLM.from_config(self.config)
+        return self._llm
+
+    def close(self) -> None:
+        if self._owns_llm and self._llm is not None:
+            self._llm.close()
+
+    def run(self, graph_id: str, tool: str, arguments: Any) -> ToolResult:
+        """Validate the arguments (UnknownToolError / ToolArgumentError) and run the tool."""
+        kwargs = parse_tool_arguments(tool, arguments)
+        return getattr(self, tool)(graph_id, **kwargs)
+
+    # -- SearchResult -------------------------------------------------------------------------
+
+    def search_graph(self, graph_id: str, query: str, limit: int = 10, scope: str = "both",
+                     max_chars: int | None = None) -> SearchResult:
+        outcome = self.graph.search(graph_id, query, limit=limit, scope=scope)
+        return SearchResult(graph_id=graph_id, query=query, scope=scope,
+                            facts=[FactView.from_hit(hit, query) for hit in outcome.edges],
+                            entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
+                            reranked=outcome.reranked, error=outcome.error, **_budget(max_chars))
+
+    # -- InsightForge -------------------------------------------------------------------------
+
+    def insight_forge(self, graph_id: str, question: str, max_sub_queries: int = 3, limit: int = 8,
+                      max_chars: int | None = None) -> InsightResult:
+        if not self.graph.exists(graph_id):  # before spending an LLM call on the split
+            raise UnknownGraphError(graph_id)
+        errors: list[str] = []
+        sub_queries = self._sub_queries(question, max_sub_queries, errors)
+        merged: dict[str, FactView] = {}
+        reranked = False
+        for sub_query in sub_queries:
+            outcome = self.graph.search(graph_id, sub_query, limit=limit, scope="edges")
+            reranked = reranked or outcome.reranked
+            if outcome.error:
+                errors.append(f"search for {sub_query!r} failed: {outcome.error}")
+            for hit in outcome.edges:
+                self._merge(merged, hit, sub_query)
+        # Stable sort: on equal scores the fact found first (earlier sub-query, better rank) stays first.
+        facts = sorted(merged.values(), key=lambda fact: -(fact.score or 0.0))
+        entities, left_out = self._entities_of(graph_id, facts)
+        return InsightResult(graph_id=graph_id, question=question, sub_queries=sub_queries, facts=facts,
+                             entities=entities, chains=relationship_chains(facts), reranked=reranked,
+                             errors=errors, entities_left_out=left_out, **_budget(max_chars))
+
+    def _sub_queries(self, question: str, max_sub_queries: int, errors: list[str]) -> list[str]:
+        """The question itself, then up to max-1 sub-queries from the LLM; the question alone on failure."""
+        queries = [question]
+        if max_sub_queries <= 1:
+            return queries
+        try:
+            reply = self.llm.chat_json(sub_query_messages(question, max_sub_queries - 1), max_tokens=300)
+        except ReportLLMError as error:
+            errors.append(f"sub-query split failed ({error.error_class}); searched the question alone")
+            return queries
+        proposed = reply.get("sub_queries")
+        if not isinstance(proposed, list):
+            errors.append("sub-query split gave no 'sub_queries' list; searched the question alone")
+            return queries
+        seen = {question.casefold()}
+        for item in proposed:
+            if isinstance(item, str) and item.strip() and len(item) <= 500 and item.strip().casefold() not in seen:
+                seen.add(item.strip().casefold())
+                queries.append(item.strip())
+            if len(queries) == max_sub_queries:
+                break
+        return queries
+
+    @staticmethod
+    def _merge(merged: dict[str, FactView], hit, sub_query: str) -> None:
+        known = merged.get(hit.uuid)
+        if known is None:
+            merged[hit.uuid] = FactView.from_hit(hit, sub_query)
+            return
+        known.found_by.append(sub_query)
+        if hit.score > (known.score or 0.0):
+            known.score, known.rank, known.first_stage_rank = hit.score, hit.rank, hit.first_stage_rank
+
+    def _entities_of(self, graph_id: str, facts: list[FactView]) -> tuple[list[EntityView], int]:
+        uuids = list(dict.fromkeys(uuid for fact in facts for uuid in (fact.source_uuid, fact.target_uuid)))
+        entities = []
+        for uuid in uuids[:MAX_ENTITY_LOOKUPS]:
+            try:
+                entities.append(EntityView.from_row(self.graph.node(graph_id, uuid)))
+            except UnknownNodeError:  # removed since the search; nothing to summarise
+                continue
+        return entities, max(0, len(uuids) - MAX_ENTITY_LOOKUPS)
+
+    # -- Panorama -----------------------------------------------------------------------------
+
+    def panorama_search(self, graph_id: str, query: str, limit: int = 30,
+                        max_chars: int | None = None) -> PanoramaResult:
+        node_rows, total_nodes = self._read_all(self.graph.nodes, graph_id, MAX_READ_NODES)
+        edge_rows, total_edges = self._read_all(self.graph.edges, graph_id, MAX_READ_EDGES)
+        outcome = self.graph.search(graph_id, query, limit=limit, scope="both")
+        facts = self._ranked_facts(edge_rows, outcome)
+        relevant = {hit.uuid for hit in outcome.edges} | {hit.uuid for hit in outcome.nodes}
+        relevant |= {uuid for hit in outcome.edges for uuid in (hit.source_uuid, hit.target_uuid)}
+        return PanoramaResult(
+            graph_id=graph_id, query=query, entities=self._ranked_entities(node_rows, outcome, relevant),
+            current=[fact for fact in facts if not fact.is_historical],
+            historical=[fact for fact in facts if fact.is_historical],
+            relevant_uuids=relevant, total_nodes=total_nodes, total_edges=total_edges,
+            reranked=outcome.reranked, error=outcome.error, **_budget(max_chars),
+        )
+
+    @staticmethod
+    def _read_all(read: Callable[..., dict], graph_id: str, cap: int) -> tuple[list[dict], int]:
+        """Every row through paged reads, up to `cap`; also the total the graph holds."""
+        rows: list[dict] = []
+        total = 0
+        while len(rows) < cap:
+            page = read(graph_id, offset=len(rows), limit=min(PAGE_SIZE, cap - len(rows)))
+            total = int(page["total"])
+            rows.extend(page["items"])
+            if not page["items"] or len(rows) >= total:
+                break
+        return rows, max(total, len(rows))
+
+    @staticmethod
+    def _ranked_facts(rows: list[dict], outcome: SearchOutcome) -> list[FactView]:
+        """Search hits in search order (also hits beyond the read limit), then the rest as stored."""
+        hits = {hit.uuid: hit for hit in outcome.edges}
+        ranked = [FactView.from_hit(hit) for hit in outcome.edges]
+        return ranked + [FactView.from_row(row) for row in rows if row["uuid"] not in hits]
+
+    @staticmethod
+    def _ranked_entities(rows: list[dict], outcome: SearchOutcome, relevant: set[str]) -> list[EntityView]:
+        """Entity hits in search order, then entities of relevant facts, then the rest by name."""
+        found = {hit.uuid for hit in outcome.nodes}
+        ranked = [EntityView.from_hit(hit) for hit in outcome.nodes]
+        others = [EntityView.from_row(row) for row in rows if row["uuid"] not in found]
+        others.sort(key=lambda entity: entity.uuid not in relevant)  # stable: keeps name order within
+        return ranked + others
+
+    # -- Interview ----------------------------------------------------------------------------
+
+    def interview_entities(self, graph_id: str, topic: str, questions: list[str],
+                           entities: list[str] | None = None, max_entities: int = 3,
+                           max_chars: int | None = None) -> InterviewResult:
+        outcome = self.graph.search(graph_id, topic, limit=INTERVIEW_SEARCH_LIMIT, scope="both")
+        not_found: list[str] = []
+        if entities:
+            uuids, not_found = self._entities_named(graph_id, entities)
+        else:
+            uuids = [hit.uuid for hit in outcome.nodes]
+            uuids += [uuid for hit in outcome.edges for uuid in (hit.source_uuid, hit.target_uuid)]
+        interviews = [self._interview(graph_id, uuid, topic, questions, outcome)
+                      for uuid in list(dict.fromkeys(uuids))[:max_entities]]
+        return InterviewResult(graph_id=graph_id, topic=topic, questions=questions, interviews=interviews,
+                               not_found=not_found, summary=interview_summary(topic, questions, interviews),
+                               reranked=outcome.reranked, error=outcome.error, **_budget(max_chars))
+
+    def _entities_named(self, graph_id: str, names: list[str]) -> tuple[list[str], list[str]]:
+        rows, _ = self._read_all(self.graph.nodes, graph_id, MAX_READ_NODES)
+        by_name = {}
+        for row in rows:
+            by_name.setdefault((row.get("name") or "").casefold(), row["uuid"])
+        found = [by_name[name.casefold()] for name in names if name.casefold() in by_name]
+        return found, [name for name in names if name.casefold() not in by_name]
+
+    def _interview(self, graph_id: str, uuid: str, topic: str, questions: list[str],
+                   outcome: SearchOutcome) -> EntityInterview:
+        detail = self.graph.node(graph_id, uuid)
+        entity = EntityView.from_row(detail)
+        # The facts the topic search ranked come first, in its order; then the entity's other facts.
+        ranked = [FactView.from_hit(hit, topic) for hit in outcome.edges if uuid in (hit.source_uuid, hit.target_uuid)]
+        seen = {fact.uuid for fact in ranked}
+        facts = ranked + [FactView.from_row(row) for row in detail.get("edges", []) if row["uuid"] not in seen]
+        kept = facts[:MAX_FACTS_PER_ENTITY]
+        interview = EntityInterview(entity=entity, facts=kept, answers=[], facts_left_out=len(facts) - len(kept))
+        if not kept:
+            interview.answers = [InterviewAnswer(question, DONT_KNOW) for question in questions]
+            return interview
+        try:
+            reply = self.llm.chat_json(interview_messages(entity, kept, topic, questions),
+                                       max_tokens=200 + 200 * len(questions))
+        except ReportLLMError as error:
+            interview.error = f"the model could not answer ({error.error_class})"
+            interview.answers = [InterviewAnswer(question, DONT_KNOW) for question in questions]
+            return interview
+        interview.answers = ground_answers(reply, questions, {fact.uuid for fact in kept})
+        return interview
