@@ -21,6 +21,7 @@ EMBEDDING_PROVIDERS = ("openai", "local")
 RERANKER_PROVIDERS = ("ollama", "none")
 RERANKER_SCORE_MODES = ("auto", "logprobs", "json")
 RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
+MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
 _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
@@ -58,7 +59,7 @@ def _int(name: str, default: int, minimum: int | None = None) -> int:
     return value
 
 
-def _float(name: str, default: float, minimum: float | None = None) -> float:
+def _float(name: str, default: float, minimum: float | None = None, maximum: float | None = None) -> float:
     raw = _env(name)
     if raw is None:
         return default
@@ -68,6 +69,8 @@ def _float(name: str, default: float, minimum: float | None = None) -> float:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -134,6 +137,16 @@ class Config:
     reranker_breaker_threshold: int = 3
     reranker_breaker_cooldown_s: float = 30.0
     reranker_instructions: str | None = None
+    # Strategy knobs (see app/rerank/strategies/)
+    reranker_max_document_chars: int = 1000  # passages are cut to this length inside prompts
+    reranker_context_tokens: int = 8192  # the model's context window; larger prompts are refused
+    reranker_window_size: int = 20  # sliding_window
+    reranker_window_stride: int = 10  # sliding_window; smaller than the window size
+    reranker_pairwise_passes: int = 10  # pairwise: top positions settled
+    reranker_tournament_rounds: int = 2  # tournament
+    reranker_mmr_lambda: float = 0.7  # mmr: relevance weight, 1 - lambda for diversity
+    reranker_mmr_base: str = "pointwise"  # mmr: the strategy that gives relevance
+    reranker_mmr_duplicate_threshold: float = 0.95  # mmr: cosine similarity that makes a near-duplicate
 
     # Local model kit (llama-cpp-python server)
     local_llm_model: str = "qwen2.5-coder-1.5b"
@@ -196,6 +209,21 @@ class Config:
                 "RERANKER_BREAKER_COOLDOWN_S", cls.reranker_breaker_cooldown_s, 0
             ),
             reranker_instructions=_instructions(_env("RERANKER_INSTRUCTIONS")),
+            reranker_max_document_chars=_int(
+                "RERANKER_MAX_DOCUMENT_CHARS", cls.reranker_max_document_chars, 1
+            ),
+            reranker_context_tokens=_int("RERANKER_CONTEXT_TOKENS", cls.reranker_context_tokens, 256),
+            reranker_window_size=_int("RERANKER_WINDOW_SIZE", cls.reranker_window_size, 2),
+            reranker_window_stride=_int("RERANKER_WINDOW_STRIDE", cls.reranker_window_stride, 1),
+            reranker_pairwise_passes=_int("RERANKER_PAIRWISE_PASSES", cls.reranker_pairwise_passes, 1),
+            reranker_tournament_rounds=_int(
+                "RERANKER_TOURNAMENT_ROUNDS", cls.reranker_tournament_rounds, 1
+            ),
+            reranker_mmr_lambda=_float("RERANKER_MMR_LAMBDA", cls.reranker_mmr_lambda, 0, 1),
+            reranker_mmr_base=_choice("RERANKER_MMR_BASE", cls.reranker_mmr_base, MMR_BASE_STRATEGIES),
+            reranker_mmr_duplicate_threshold=_float(
+                "RERANKER_MMR_DUPLICATE_THRESHOLD", cls.reranker_mmr_duplicate_threshold, 0, 1
+            ),
             local_llm_model=_choice("LOCAL_LLM_MODEL", cls.local_llm_model, LOCAL_LLM_MODELS),
             local_llm_port=_int("LOCAL_LLM_PORT", cls.local_llm_port, 1),
             model_cache_dir=Path(

@@ -1,0 +1,209 @@
+"""Failure semantics of the strategies and the front door: strict mode fails fast with typed errors,
+lenient mode keeps a failed unit's incoming order (counted), input guards refuse bad documents."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.rerank.front_door import rerank
+from app.rerank.judge import LLMJudge
+from app.rerank.strategies import get_strategy, register_strategy
+from app.rerank.types import (
+    Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError, RerankResult,
+    RerankStrategyError, TooManyDocumentsError, rank_score,
+)
+from tests.support.scripted_llm import always, garbage, hang, model_not_found, server_error
+from tests.support.scripted_rankers import ranking_llm, table_relevance
+
+QUERY = "which passage ranks highest?"
+STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament")
+
+
+def corpus(n: int) -> tuple[list[str], dict[str, float]]:
+    passages = [f"passage {i:02d} on subject {i * 5 % 11}" for i in range(n)]
+    return passages, {passage: (i + 1) / (n + 1) for i, passage in enumerate(passages)}
+
+
+def run(server, documents, strategy="listwise", *, timeout_s=5.0, **options):
+    judge = LLMJudge(model="ranker", base_url=server.base_url, api_key="k", timeout_s=timeout_s)
+
+    async def go():
+        try:
+            return await rerank(QUERY, documents, provider=judge, strategy=strategy, **options)
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())
+
+
+def order_of(outcome) -> list[int]:
+    return [result.original_index for result in outcome.results]
+
+
+# -- strict: typed errors, fast -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_strict_unusable_answer_is_a_parse_error(scripted_llm, strategy):
+    scripted_llm.responder = always(garbage("I would rather not say."))
+    with pytest.raises(RerankParseError, match="unusable|not JSON|names neither"):
+        run(scripted_llm, corpus(6)[0], strategy)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_strict_server_error_is_a_provider_error(scripted_llm, strategy):
+    scripted_llm.responder = always(server_error())
+    with pytest.raises(RerankProviderError, match="InternalServerError") as caught:
+        run(scripted_llm, corpus(6)[0], strategy)
+    assert not caught.value.call_level
+
+
+def test_strict_fails_on_the_first_bad_unit(scripted_llm):
+    passages, relevance = corpus(12)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance), listwise=lambda prompt: garbage())
+    with pytest.raises(RerankParseError):
+        run(scripted_llm, passages, "sliding_window", window_size=4, stride=2)
+    assert scripted_llm.count == 1  # not one call per window
+
+
+def test_a_hanging_model_is_a_provider_error_within_the_request_timeout(scripted_llm):
+    scripted_llm.responder = always(hang())
+    with pytest.raises(RerankProviderError, match="no answer within 0.3s"):
+        run(scripted_llm, corpus(3)[0], "listwise", timeout_s=0.3)
+
+
+def test_a_prompt_larger_than_the_context_is_refused_before_any_call(scripted_llm):
+    documents = [Document(id=f"d{i}", text="word " * (40 + i)) for i in range(10)]
+    with pytest.raises(DocumentTooLongError, match="more than the model's context of 300") as caught:
+        run(scripted_llm, documents, "listwise", context_tokens=300)
+    assert caught.value.document_id == "d9" and scripted_llm.count == 0
+
+
+# -- lenient: per-unit fallbacks ----------------------------------------------------------------
+
+
+def test_lenient_windows_fall_back_to_their_order_and_are_counted(scripted_llm):
+    passages, relevance = corpus(12)
+    failing_window = passages[-1]  # only the first window (back of the list) holds the last passage
+    scripted_llm.responder = ranking_llm(
+        table_relevance(relevance), listwise=lambda p: garbage() if failing_window in p.passages else None
+    )
+    outcome = run(scripted_llm, passages, "sliding_window", window_size=6, stride=3, strict=False)
+    assert outcome.stats["fallbacks"] == 1 and outcome.calls == outcome.estimated_calls
+    assert order_of(outcome)[-1] == 11  # its window kept the incoming order, so it stayed last
+
+
+def test_lenient_pair_failure_keeps_that_pair(scripted_llm):
+    passages, relevance = corpus(4)
+    broken = {passages[2], passages[3]}
+    scripted_llm.responder = ranking_llm(
+        table_relevance(relevance), pairwise=lambda p: server_error() if set(p.passages) == broken else None
+    )
+    outcome = run(scripted_llm, passages, "pairwise", passes=1, strict=False)
+    # The (2, 3) comparison failed, so 2 bubbled up instead of 3.
+    assert order_of(outcome)[0] == 2 and outcome.stats["fallbacks"] == 1
+
+
+def test_lenient_group_failure_advances_its_first_members(scripted_llm):
+    passages, relevance = corpus(10)
+    scripted_llm.responder = ranking_llm(
+        table_relevance(relevance), select=lambda p: garbage() if p.select == 5 else None
+    )
+    outcome = run(scripted_llm, passages, "tournament", rounds=1, strict=False)
+    # Stage 1 (select 5 of 10) failed: 0..4 advanced in incoming order, and 4 is the best of them.
+    assert order_of(outcome)[0] == 4 and outcome.stats["fallbacks"] == 1
+
+
+def test_a_call_level_error_fails_even_a_lenient_call(scripted_llm):
+    scripted_llm.responder = always(model_not_found())
+    with pytest.raises(RerankProviderError) as caught:
+        run(scripted_llm, corpus(6)[0], "tournament", strict=False)
+    assert caught.value.call_level and scripted_llm.count <= 4
+
+
+def test_a_failing_server_fails_a_lenient_call_fast(scripted_llm):
+    scripted_llm.responder = always(server_error())
+    with pytest.raises(RerankProviderError):
+        run(scripted_llm, corpus(8)[0], "pairwise", strict=False)
+    assert scripted_llm.count <= 2 * 3  # stops after three failed comparisons, not 2 * 28
+
+
+# -- input guards -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "documents, item, fragment",
+    [
+        ([{"id": "a", "text": "x"}, {"id": "b", "text": "y"}, {"id": "a", "text": "z"}], "a", "also used by document 0"),
+        ([{"id": "a", "text": "x"}, {"id": "b", "text": "   "}], "b", "'text' is empty"),
+        ([{"id": "a", "text": "x"}, {"id": "b", "text": 42}], "b", "'text' must be a string"),
+        (["fine", 7], 1, "expected a string"),
+    ],
+    ids=["duplicate_id", "empty_text", "non_string_text", "not_a_document"],
+)
+def test_bad_documents_are_refused_naming_the_item(scripted_llm, documents, item, fragment):
+    with pytest.raises(InvalidRerankInputError, match=fragment) as caught:
+        run(scripted_llm, documents, "listwise")
+    assert caught.value.item == item and scripted_llm.count == 0
+
+
+def test_more_candidates_than_a_strategy_takes_are_refused(scripted_llm):
+    with pytest.raises(TooManyDocumentsError, match="more than the listwise strategy accepts \\(5\\)"):
+        run(scripted_llm, corpus(6)[0], "listwise", max_documents=5)
+    with pytest.raises(InvalidRerankInputError, match="query"):
+        asyncio.run(rerank("  ", ["a"], provider=None))
+    with pytest.raises(InvalidRerankInputError, match="top_k"):
+        asyncio.run(rerank("q", ["a"], provider=None, top_k=0))
+    assert scripted_llm.count == 0
+
+
+def test_no_documents_no_calls(scripted_llm):
+    outcome = run(scripted_llm, [], "pairwise")
+    assert outcome.results == [] and outcome.calls == 0 and scripted_llm.count == 0
+
+
+# -- custom strategies --------------------------------------------------------------------------
+
+
+class ShortestFirst:
+    """The README's example: no model call at all, shortest text first."""
+
+    name = "shortest_first"
+
+    def estimate_calls(self, n_documents, top_k=None):
+        return 0
+
+    async def rerank(self, query, documents, provider, top_k=None):
+        order = sorted(range(len(documents)), key=lambda i: len(documents[i].text))[:top_k]
+        return [RerankResult(documents[i], rank, i, rank_score(rank, len(order))) for rank, i in enumerate(order, 1)]
+
+
+def test_a_registered_custom_strategy_runs_by_name(scripted_llm):
+    register_strategy("shortest_first", ShortestFirst)
+    outcome = run(scripted_llm, ["long text here", "mid text", "tiny"], "shortest_first", top_k=2)
+    assert order_of(outcome) == [2, 1] and outcome.strategy == "shortest_first" and outcome.calls == 0
+    assert isinstance(get_strategy("shortest_first"), ShortestFirst)
+
+
+class Broken(ShortestFirst):
+    def __init__(self, mode):
+        self.mode = mode
+
+    async def rerank(self, query, documents, provider, top_k=None):
+        if self.mode == "raises":
+            return {}["missing key"]
+        results = await super().rerank(query, documents, provider, top_k)
+        return results + results[:1] if self.mode == "duplicates" else results[:1]
+
+
+@pytest.mark.parametrize(
+    "mode, fragment",
+    [("raises", "KeyError"), ("duplicates", "twice or out of range"), ("partial", "ranked 1 documents, expected 3")],
+)
+def test_a_custom_strategy_failure_is_wrapped(scripted_llm, mode, fragment):
+    with pytest.raises(RerankStrategyError, match=fragment) as caught:
+        run(scripted_llm, ["a", "bb", "ccc"], Broken(mode))
+    if mode == "raises":
+        assert isinstance(caught.value.__cause__, KeyError)

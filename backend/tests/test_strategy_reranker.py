@@ -1,0 +1,143 @@
+"""StrategyReranker (any strategy as Graphiti's cross encoder), its factory wiring, and graph search
+with RERANKER_STRATEGY=listwise end to end (scripted model over HTTP, real FalkorDB)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+import pytest
+
+from app.config import Config
+from app.rerank.strategies import get_strategy, strategy_from_config
+from app.services.graphiti_adapter import GraphitiAdapter, _build_reranker
+from app.services.ollama_reranker import OllamaReranker
+from app.services.rerank_resources import shared_judge
+from app.services.strategy_reranker import StrategyReranker
+from tests.conftest import unique_graph_id
+from tests.support.facts import WATER_FACTS
+from tests.support.scripted_llm import always, garbage, hang, unused_base_url
+from tests.support.scripted_rankers import prompts_of, ranking_llm
+
+QUERY = "harbor water utility reservoir town"
+
+
+def config_for(base_url: str, **settings) -> Config:
+    return dataclasses.replace(
+        Config.from_env(), reranker_provider="ollama", reranker_base_url=base_url, reranker_model="ranker",
+        reranker_timeout_s=5.0, **settings,
+    )
+
+
+def rank(reranker, passages, query="q"):
+    return asyncio.run(reranker.rank(query, passages))
+
+
+def warnings_in(caplog):
+    return [record for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+def by_length(query, passage):
+    return len(passage) / 100
+
+
+def test_factory_builds_a_strategy_reranker_on_the_shared_judge(scripted_llm):
+    config = config_for(scripted_llm.base_url, reranker_strategy="sliding_window", reranker_window_size=4,
+                        reranker_window_stride=1, reranker_max_document_chars=50)
+    reranker = _build_reranker("ollama", config)
+    assert isinstance(reranker, StrategyReranker) and reranker.judge is shared_judge(config)
+    assert (reranker.strategy.window_size, reranker.strategy.stride, reranker.strategy.max_document_chars) == (4, 1, 50)
+    pointwise = _build_reranker("ollama", dataclasses.replace(config, reranker_strategy="pointwise"))
+    assert isinstance(pointwise, OllamaReranker)
+    assert shared_judge(dataclasses.replace(config, reranker_strategy="pointwise")) is pointwise.judge
+    with pytest.raises(ValueError, match="RERANKER_STRATEGY=sliding_window: stride"):
+        _build_reranker("ollama", dataclasses.replace(config, reranker_window_stride=4))
+    with pytest.raises(ValueError, match="needs an embedder"):
+        _build_reranker("ollama", dataclasses.replace(config, reranker_strategy="mmr"))
+
+
+def test_new_settings_are_validated(monkeypatch):
+    monkeypatch.setenv("RERANKER_MMR_LAMBDA", "1.5")
+    with pytest.raises(ValueError, match="RERANKER_MMR_LAMBDA must be <= 1"):
+        Config.from_env()
+    monkeypatch.setenv("RERANKER_MMR_LAMBDA", "0.5")
+    monkeypatch.setenv("RERANKER_MMR_BASE", "mmr")
+    with pytest.raises(ValueError, match="Unknown RERANKER_MMR_BASE='mmr'"):
+        Config.from_env()
+    monkeypatch.setenv("RERANKER_MMR_BASE", "pairwise")
+    monkeypatch.setenv("RERANKER_PAIRWISE_PASSES", "3")
+    from app.services.local_embedder import LocalE5Embedder
+
+    mmr = strategy_from_config(dataclasses.replace(Config.from_env(), reranker_strategy="mmr"),
+                               embedder=LocalE5Embedder())
+    assert mmr.base.name == "pairwise" and mmr.base.passes == 3 and mmr.lambda_ == 0.5
+
+
+@pytest.mark.parametrize("strategy", ["listwise", "pairwise", "tournament", "sliding_window"])
+def test_every_passage_comes_back_once_with_descending_positive_scores(scripted_llm, strategy):
+    scripted_llm.responder = ranking_llm(by_length)
+    passages = ["mid sized text", "", "a", "the longest passage of them all", "a", "twenty-char passage."]
+    reranker = StrategyReranker(get_strategy(strategy, **({"window_size": 3, "stride": 1}
+                                                          if strategy == "sliding_window" else {})),
+                                shared_judge(config_for(scripted_llm.base_url)))
+    result = rank(reranker, passages)
+    assert sorted(passage for passage, _ in result) == sorted(passages)
+    assert [passage for passage, _ in result][:3] == [
+        "the longest passage of them all", "twenty-char passage.", "mid sized text"]
+    assert result[-1][0] == ""  # empty passages cannot be judged: last
+    scores = [score for _, score in result]
+    assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores) and min(scores) > 0
+
+
+def test_a_dead_server_gives_the_first_stage_order_with_one_warning(caplog):
+    reranker = StrategyReranker(get_strategy("listwise"), shared_judge(config_for(unused_base_url())))
+    passages = [f"passage {i}" for i in range(6)]
+    result = rank(reranker, passages)
+    assert [passage for passage, _ in result] == passages and min(score for _, score in result) > 0
+    (warning,) = warnings_in(caplog)
+    assert "listwise" in warning.getMessage() and "APIConnectionError" in warning.getMessage()
+    assert reranker.stats()["fallbacks"] == 1
+
+
+def test_a_hanging_server_is_cut_by_the_deadline(scripted_llm, caplog):
+    scripted_llm.responder = always(hang())
+    reranker = StrategyReranker(get_strategy("pairwise"), shared_judge(config_for(scripted_llm.base_url)),
+                                deadline_s=0.4)
+    passages = ["x", "y", "z"]
+    assert [passage for passage, _ in rank(reranker, passages)] == passages
+    (warning,) = warnings_in(caplog)
+    assert "RankDeadlineExceeded" in warning.getMessage()
+
+
+def test_unit_fallbacks_are_counted_without_a_warning(scripted_llm, caplog):
+    scripted_llm.responder = ranking_llm(by_length, listwise=lambda p: garbage() if "zz" in p.passages else None)
+    reranker = StrategyReranker(get_strategy("sliding_window", window_size=3, stride=2),
+                                shared_judge(config_for(scripted_llm.base_url)))
+    result = rank(reranker, ["aaaa", "bbbbbb", "c", "dd", "zz"])
+    assert len(result) == 5 and not warnings_in(caplog)
+    assert reranker.stats()["strategy_counters"]["unit_fallbacks"] == 1
+    assert reranker.stats()["strategy"] == "sliding_window"
+
+
+def test_graph_search_order_follows_the_listwise_model(backend, scripted_llm):
+    _, client = backend()
+    gid = unique_graph_id()
+    graph = GraphitiAdapter().graph
+    graph.create(gid)
+    graph.import_facts(gid, WATER_FACTS)
+    rrf = [hit.fact for hit in graph.search(gid, QUERY, limit=6).edges]  # reranker off: first stage
+    assert len(rrf) == 6
+    # The scripted model ranks the first stage upside down.
+    scripted_llm.responder = ranking_llm(lambda query, passage: rrf.index(passage) if passage in rrf else -1)
+    _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_STRATEGY="listwise", RERANKER_MODEL="ranker",
+                        RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_TIMEOUT_S=5)
+    body = client.post(f"/api/graph/{gid}/search", json={"query": QUERY, "limit": 3}).get_json()
+    assert [edge["fact"] for edge in body["edges"]] == rrf[::-1][:3]
+    assert sorted(edge["first_stage_rank"] for edge in body["edges"]) == [4, 5, 6]
+    scores = [edge["rerank_score"] for edge in body["edges"]]
+    assert scores == sorted(scores, reverse=True) and min(scores) > 0
+    (prompt,) = prompts_of(scripted_llm, "listwise")  # one listwise call saw exactly the candidates
+    assert sorted(prompt.passages) == sorted(rrf) and prompt.query == QUERY
+    stats = client.get("/health").get_json()["reranker"]["stats"]
+    assert stats["strategy"] == "listwise" and stats["calls"] >= 1 and stats["fallbacks"] == 0
