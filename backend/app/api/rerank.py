@@ -1,0 +1,177 @@
+"""POST /api/rerank: rerank documents for a query with any strategy, on its own (no graph needed).
+
+Request:  {"query": str, "documents": [{"id", "text"}] | [str], "top_k"? | "top_n"?, "strategy"?,
+           "return_documents"?: bool, "strict"?: bool (default true)}
+Response: {"results": [{"id", "index", "score", "rank", "reason"?, "document"?}], "dropped": [...],
+           "strategy", "model", "calls", "estimated_calls", "usage", "stats"}
+
+String documents get their position as id. `dropped` lists mmr's near-duplicates
+(reason "redundant_with:<id>"); it is empty for other strategies. Strict (the default) fails fast:
+an unusable model answer or a failed model request is a 502, a prompt larger than the model's
+context a 413, the deadline (RERANKER_DEADLINE_S) a 504. The judge is the process-wide one the
+graph reranker uses, so RERANKER_MAX_PARALLEL bounds both together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from flask import Blueprint
+
+from app.api.errors import ApiError
+from app.api.validation import app_config, choice_field, int_field, json_object, text_field
+from app.config import RERANKER_STRATEGIES, Config
+from app.rerank.front_door import RerankOutcome, rerank
+from app.rerank.types import (
+    Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError,
+    RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
+)
+
+bp = Blueprint("rerank", __name__, url_prefix="/api")
+
+MAX_QUERY_CHARS = 2000
+MAX_DOCUMENTS = 1000
+MAX_DOCUMENT_CHARS = 100_000
+MAX_TOTAL_CHARS = 2_000_000
+MAX_ID_CHARS = 256
+
+
+@bp.post("/rerank")
+def rerank_documents():
+    config = app_config()
+    if config.reranker_provider == "none":
+        raise ApiError(503, "reranker_disabled", "reranking is switched off (RERANKER_PROVIDER=none)")
+    body = json_object()
+    query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
+    documents = _documents(body.get("documents"))
+    top_k = _top_k(body, len(documents))
+    strategy = choice_field(body, "strategy", default=config.reranker_strategy, allowed=RERANKER_STRATEGIES)
+    return_documents = _flag(body, "return_documents", False)
+    strict = _flag(body, "strict", True)
+    outcome = _rerank(config, query, documents, strategy, top_k, strict)
+    return {
+        "results": [_result(result, return_documents) for result in outcome.results],
+        "dropped": [_result(result, return_documents) for result in outcome.dropped],
+        "strategy": outcome.strategy,
+        "model": outcome.model,
+        "calls": outcome.calls,
+        "estimated_calls": outcome.estimated_calls,
+        "usage": {key: outcome.stats[key] for key in ("prompt_tokens", "completion_tokens")},
+        "stats": {key: outcome.stats[key] for key in ("fallbacks", "repairs", "ties", "elapsed_ms")},
+    }
+
+
+def _rerank(config: Config, query: str, documents: list[Document], name: str, top_k: int, strict: bool) -> RerankOutcome:
+    from app.rerank.strategies import strategy_from_config
+    from app.services.graphiti_adapter import _run
+    from app.services.rerank_resources import shared_embedder, shared_judge
+
+    try:
+        strategy = strategy_from_config(config, name, embedder=shared_embedder(config) if name == "mmr" else None)
+    except ValueError as error:
+        raise ApiError(500, "reranker_misconfigured", str(error)) from None
+
+    async def run() -> RerankOutcome:
+        async with asyncio.timeout(config.reranker_deadline_s):
+            return await rerank(
+                query, documents, provider=shared_judge(config), strategy=strategy, top_k=top_k, strict=strict,
+                context_tokens=config.reranker_context_tokens,
+            )
+
+    try:
+        return _run(run(), timeout=config.reranker_deadline_s + 5)
+    except TimeoutError:
+        raise ApiError(504, "rerank_timeout", f"reranking did not finish within {config.reranker_deadline_s:g}s "
+                       "(RERANKER_DEADLINE_S)") from None
+    except Exception as error:
+        raise _as_api_error(error) from None
+
+
+def _as_api_error(error: Exception) -> Exception:
+    """Typed rerank errors -> the status that says whose fault it is; anything else goes to the 500 handler."""
+    if isinstance(error, TooManyDocumentsError):
+        return ApiError(422, "too_many_documents_for_strategy", str(error))
+    if isinstance(error, InvalidRerankInputError):
+        return ApiError(422, "invalid_documents", str(error), item=error.item)
+    if isinstance(error, DocumentTooLongError):
+        return ApiError(413, "document_too_long", str(error), document_id=error.document_id)
+    if isinstance(error, TournamentPlanError):
+        return ApiError(422, "tournament_plan_mismatch", str(error))
+    if isinstance(error, RerankParseError):
+        return ApiError(502, "unusable_model_answer", f"the reranking model gave an unusable answer: {error}")
+    if isinstance(error, RerankProviderError):
+        return ApiError(502, "model_request_failed", f"the reranking model could not be used: {error}")
+    if isinstance(error, RerankStrategyError):
+        return ApiError(500, "strategy_failed", str(error))
+    return error
+
+
+def _documents(value: Any) -> list[Document]:
+    if value is None:
+        raise ApiError(400, "missing_field", "'documents' is required (a list of strings or {id, text} objects)")
+    if not isinstance(value, list) or not value:
+        raise ApiError(400, "invalid_type", "'documents' must be a non-empty list of strings or {id, text} objects")
+    if len(value) > MAX_DOCUMENTS:
+        raise ApiError(413, "too_many_documents", f"at most {MAX_DOCUMENTS} documents per request, got {len(value)}")
+    documents, total = [], 0
+    for index, item in enumerate(value):
+        document = _document(item, index)
+        total += len(document.text)
+        if total > MAX_TOTAL_CHARS:
+            raise ApiError(413, "documents_too_large", f"the documents hold more than {MAX_TOTAL_CHARS} characters")
+        documents.append(document)
+    return documents
+
+
+def _document(item: Any, index: int) -> Document:
+    where = f"documents[{index}]"
+    if isinstance(item, str):
+        doc_id, text, metadata = str(index), item, {}
+    elif isinstance(item, dict):
+        doc_id, text, metadata = item.get("id", index), item.get("text"), item.get("metadata") or {}
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+            raise ApiError(400, "invalid_type", f"{where}.id must be a string or an integer")
+        if not isinstance(text, str):
+            raise ApiError(400, "invalid_type", f"{where}.text is required and must be a string")
+        if not isinstance(metadata, dict):
+            raise ApiError(400, "invalid_type", f"{where}.metadata must be an object")
+        doc_id = str(doc_id)
+        if not doc_id or len(doc_id) > MAX_ID_CHARS:
+            raise ApiError(422, "invalid_id", f"{where}.id must be 1 to {MAX_ID_CHARS} characters")
+    else:
+        raise ApiError(400, "invalid_type", f"{where} must be a string or an object with 'id' and 'text'")
+    if not text.strip():
+        raise ApiError(422, "empty_document", f"{where} (id {doc_id!r}) has no text")
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise ApiError(413, "document_too_large", f"{where} (id {doc_id!r}) is longer than {MAX_DOCUMENT_CHARS} characters")
+    return Document(id=doc_id, text=text, metadata=metadata)
+
+
+def _top_k(body: dict, n_documents: int) -> int:
+    given = {key: body[key] for key in ("top_k", "top_n") if body.get(key) is not None}
+    if len(given) == 2 and given["top_k"] != given["top_n"]:
+        raise ApiError(422, "conflicting_fields", "give 'top_k' or 'top_n' (the same thing), not two different values")
+    if not given:
+        return n_documents
+    key = next(iter(given))
+    return min(int_field(body, key, default=n_documents, minimum=1, maximum=MAX_DOCUMENTS), n_documents)
+
+
+def _flag(body: dict, key: str, default: bool) -> bool:
+    value = body.get(key, default)
+    if not isinstance(value, bool):
+        raise ApiError(400, "invalid_type", f"'{key}' must be true or false")
+    return value
+
+
+def _result(result: RerankResult, return_documents: bool) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "id": result.document.id, "index": result.original_index, "score": result.score, "rank": result.rank,
+    }
+    if result.reason:
+        item["reason"] = result.reason
+    if return_documents:
+        item["document"] = {"text": result.document.text, **({"metadata": result.document.metadata}
+                                                              if result.document.metadata else {})}
+    return item
