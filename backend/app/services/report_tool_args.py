@@ -54,6 +54,7 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("entities", "texts", "entity names to interview (default: the most relevant)", maximum=5,
               max_chars=256),
         Param("max_entities", "int", "how many entities to interview", default=3, maximum=5),
+        Param("limit", "int", "search hits that pick the entities and rank their facts", default=20, maximum=50),
         _MAX_CHARS,
     ),
 }

@@ -208,8 +208,8 @@ class ReportTools:
 
     def interview_entities(self, graph_id: str, topic: str, questions: list[str],
                            entities: list[str] | None = None, max_entities: int = 3,
-                           max_chars: int | None = None) -> InterviewResult:
-        outcome = self.graph.search(graph_id, topic, limit=INTERVIEW_SEARCH_LIMIT, scope="both")
+                           limit: int = INTERVIEW_SEARCH_LIMIT, max_chars: int | None = None) -> InterviewResult:
+        outcome = self.graph.search(graph_id, topic, limit=limit, scope="both")
         not_found: list[str] = []
         if entities:
             uuids, not_found = self._entities_named(graph_id, entities)

@@ -1,0 +1,288 @@
+"""The report agent: plan an outline, then write each section in a bounded reason-act loop.
+
+Per section the LLM answers with JSON: a tool call (the tool runs, its text goes back) or the
+section. A section may use at most REPORT_AGENT_MAX_TOOL_CALLS turns that are not the section;
+an invalid call (non-JSON, unknown tool, bad arguments) uses one of them too, so a model that only
+answers garbage still ends. Invalid calls are answered with what was wrong, counted and logged,
+never raised. Citations of facts no tool showed are removed from the text and counted.
+Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.config import Config
+from app.services import report_prompts as prompts
+from app.services.report_llm import ReportLLM, ReportLLMError, parse_json_object
+from app.services.report_store import ReportStore, new_report_id, now_iso
+from app.services.report_tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.services.report_protocol import InvalidCall, parse_action, verify_citations
+from app.services.report_tools import ReportTools
+from app.services.report_views import FactView
+from app.services.tasks import Task, tasks
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SECTIONS = 3
+TOOL_TEXT_CHARS = 3000  # each tool result the model reads is kept within this budget
+MAX_SEARCH_LIMIT = 10  # a 3000-character text shows about ten facts; more hits only cost judge calls
+SECTION_MAX_TOKENS = 1200
+MAX_LLM_FAILURES_PER_SECTION = 2
+
+
+@dataclass
+class SectionDraft:
+    index: int
+    title: str
+    goal: str
+    content: str = ""
+    written_by: str = "model"  # "model" | "fallback"
+    tool_calls: int = 0
+    invalid_calls: int = 0
+    cited: list[str] = field(default_factory=list)
+    removed_citations: list[str] = field(default_factory=list)
+
+
+class ReportAgent:
+    def __init__(self, config: Config, *, store: ReportStore | None = None, llm: ReportLLM | None = None,
+                 max_sections: int = DEFAULT_MAX_SECTIONS, tool_text_chars: int = TOOL_TEXT_CHARS,
+                 max_search_limit: int = MAX_SEARCH_LIMIT, section_max_tokens: int = SECTION_MAX_TOKENS) -> None:
+        self.config = config
+        self.store = store or ReportStore(config.data_dir)
+        self.llm = llm or ReportLLM.from_config(config)
+        self.tools = ReportTools(config, llm=self.llm)
+        self.max_sections = max_sections
+        self.tool_text_chars = tool_text_chars
+        self.max_search_limit = max_search_limit
+        self.section_max_tokens = section_max_tokens
+        self.budget = config.report_agent_max_tool_calls
+        self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
+        self.progress: dict[str, Any] = {}
+        self._report_id = ""
+        self._step = 0
+
+    def close(self) -> None:
+        self.llm.close()
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self, report_id: str, graph_id: str, requirement: str, progress: dict | None = None) -> dict:
+        """Write the report; returns a summary. Progress is updated in place (keys set up front)."""
+        self._report_id = report_id
+        self.progress = progress if progress is not None else {}
+        self.progress.update(report_id=report_id, phase="planning", section=0, sections_total=0,
+                             section_title=None, tool_calls=0, tool_calls_in_section=0, invalid_calls=0,
+                             max_tool_calls_per_section=self.budget)
+        started = time.perf_counter()
+        self.store.update_meta(report_id, status="running", started_at=now_iso())
+        try:
+            title, outline = self._plan(graph_id, requirement)
+            self.progress.update(phase="writing", sections_total=len(outline))
+            sections: list[SectionDraft] = []
+            for index in range(1, len(outline) + 1):
+                done = [draft.title for draft in sections]
+                sections.append(self._section(graph_id, requirement, title, index, outline, done))
+        except Exception as error:
+            self.store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
+                                   finished_at=now_iso())
+            raise
+        return self._finish(title, requirement, sections, started)
+
+    def _log(self, kind: str, **fields: Any) -> None:
+        self._step += 1
+        self.store.append_step(self._report_id, {"step": self._step, "at": now_iso(), "kind": kind,
+                                                 "section": self.progress.get("section"), **fields})
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def _plan(self, graph_id: str, requirement: str) -> tuple[str, list[tuple[str, str]]]:
+        stats = self.tools.graph.stats(graph_id)  # also fails early for an unknown graph
+        summary = f"{stats['nodes']} entities, {stats['edges']} facts ({stats['historical_edges']} historical)"
+        started = time.perf_counter()
+        fallback = ("Report", [("Findings", requirement)])
+        try:
+            reply = parse_json_object(self.llm.chat(
+                prompts.outline_messages(requirement, summary, self.max_sections), max_tokens=600, json_object=True))
+        except ReportLLMError as error:
+            reply, problem = None, f"{error.error_class}: {error.detail}"
+        else:
+            problem = None if reply is not None else "the outline answer is not a JSON object"
+        title, outline = self._outline_from(reply) if reply is not None else fallback
+        if not outline:
+            problem, (title, outline) = "the outline has no usable sections", fallback
+        self._log("plan", duration_ms=_ms(started), title=title, sections=[t for t, _ in outline],
+                  error=problem, fallback=problem is not None)
+        self.store.write_outline(self._report_id, {"title": title, "sections": [
+            {"title": t, "goal": g} for t, g in outline]})
+        self.store.update_meta(self._report_id, title=title, outline=[t for t, _ in outline])
+        return title, outline
+
+    def _outline_from(self, reply: dict) -> tuple[str, list[tuple[str, str]]]:
+        title = reply.get("title") if isinstance(reply.get("title"), str) and reply["title"].strip() else "Report"
+        outline = []
+        for item in reply.get("sections") if isinstance(reply.get("sections"), list) else []:
+            if isinstance(item, dict) and isinstance(item.get("title"), str) and item["title"].strip():
+                goal = item.get("goal") if isinstance(item.get("goal"), str) else item["title"]
+                outline.append((item["title"].strip()[:200], goal.strip()[:1000] or item["title"].strip()))
+        return title.strip()[:200], outline[: self.max_sections]
+
+    # -- one section --------------------------------------------------------------------------
+
+    def _section(self, graph_id: str, requirement: str, report_title: str, index: int,
+                 outline: list[tuple[str, str]], done: list[str]) -> SectionDraft:
+        title, goal = outline[index - 1]
+        draft = SectionDraft(index=index, title=title, goal=goal)
+        self.progress.update(section=index, section_title=title, tool_calls_in_section=0)
+        messages = [{"role": "system", "content": prompts.section_system_prompt()},
+                    {"role": "user", "content": prompts.section_opening(
+                        requirement, report_title, index, len(outline), title, goal, done, self.budget)}]
+        used = failures = 0
+        while used < self.budget and failures < MAX_LLM_FAILURES_PER_SECTION:
+            started = time.perf_counter()
+            try:
+                text = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
+            except ReportLLMError as error:
+                failures += 1
+                self._log("llm_error", duration_ms=_ms(started), error=f"{error.error_class}: {error.detail}")
+                continue
+            messages.append({"role": "assistant", "content": text})
+            try:
+                kind, value, arguments = self._action_of(text)
+                if kind == "write":
+                    return self._written(draft, value, started)
+                feedback = self._run_tool(graph_id, draft, value, arguments, started)
+            except InvalidCall as problem:
+                draft.invalid_calls += 1
+                self.progress["invalid_calls"] += 1
+                self._log("invalid_call", duration_ms=_ms(started), error=str(problem), answer=text[:500])
+                feedback = prompts.invalid_call_feedback(str(problem), self.budget - used - 1)
+            used += 1
+            messages.append({"role": "user", "content": feedback})
+        return self._write_now(draft, messages, failures)
+
+    def _action_of(self, text: str) -> tuple[str, Any, Any]:
+        reply = parse_json_object(text)
+        if reply is None:
+            raise InvalidCall("the answer is not a JSON object")
+        kind, value, arguments = parse_action(reply)
+        if kind == "tool":
+            try:
+                arguments = parse_tool_arguments(value, arguments)
+            except (UnknownToolError, ToolArgumentError) as error:
+                raise InvalidCall(str(error)) from None
+        return kind, value, arguments
+
+    def _run_tool(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float) -> str:
+        arguments["max_chars"] = self.tool_text_chars
+        if "limit" in arguments:
+            arguments["limit"] = min(arguments["limit"], self.max_search_limit)
+        draft.tool_calls += 1
+        self.progress["tool_calls"] += 1
+        self.progress["tool_calls_in_section"] += 1
+        remaining = self.budget - draft.tool_calls - draft.invalid_calls
+        try:
+            result = getattr(self.tools, tool)(graph_id, **arguments)
+        except Exception as error:  # a failing tool is news for the model, not the end of the run
+            self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
+                      error=f"{type(error).__name__}: {error}")
+            return f"The tool {tool} failed: {type(error).__name__}. {remaining} tool call(s) left."
+        for fact in result.all_facts():
+            self.known.setdefault(fact.uuid, fact)
+        text = result.render()
+        self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
+                  result_chars=len(text.text()), truncated=text.truncated, facts=len(result.fact_uuids()))
+        return prompts.tool_feedback(tool, text.text(), remaining)
+
+    def _write_now(self, draft: SectionDraft, messages: list[dict], failures: int) -> SectionDraft:
+        """Budget spent (or the model failing): one last request for the section, then a fallback."""
+        started = time.perf_counter()
+        if failures < MAX_LLM_FAILURES_PER_SECTION:
+            messages.append({"role": "user", "content": prompts.WRITE_NOW})
+            try:
+                text = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
+                reply = parse_json_object(text)
+                content = reply.get("content") if reply is not None else text  # prose is accepted here
+                if isinstance(content, str) and content.strip():
+                    return self._written(draft, content.strip(), started)
+                problem = "the final answer held no section text"
+            except ReportLLMError as error:
+                problem = f"{error.error_class}: {error.detail}"
+        else:
+            problem = "the model failed repeatedly"
+        draft.written_by = "fallback"
+        draft.content = f"_This section could not be written: {problem}._"
+        self._log("section_fallback", duration_ms=_ms(started), error=problem)
+        return draft
+
+    def _written(self, draft: SectionDraft, content: str, started: float) -> SectionDraft:
+        draft.content, draft.cited, draft.removed_citations = verify_citations(content, self.known)
+        self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
+                  removed_citations=draft.removed_citations)
+        return draft
+
+    # -- assembling ---------------------------------------------------------------------------
+
+    def _section_markdown(self, draft: SectionDraft) -> str:
+        lines = [f"## {draft.index}. {draft.title}", "", draft.content]
+        if draft.cited:
+            lines += ["", "Sources:"]
+            lines += [f"- [{uuid}] {self.known[uuid].fact} ({self.known[uuid].time_label()})" for uuid in draft.cited]
+        return "\n".join(lines) + "\n"
+
+    def _finish(self, title: str, requirement: str, sections: list[SectionDraft], started: float) -> dict:
+        self.progress.update(phase="assembling")
+        entries = []
+        for draft in sections:
+            name = self.store.write_section(self._report_id, draft.index, self._section_markdown(draft))
+            entries.append({"index": draft.index, "title": draft.title, "file": name, "written_by": draft.written_by,
+                            "tool_calls": draft.tool_calls, "invalid_calls": draft.invalid_calls,
+                            "cited": draft.cited, "removed_citations": draft.removed_citations})
+        body = "\n".join(self._section_markdown(draft) for draft in sections)
+        markdown = f"# {title}\n\n> Requirement: {requirement}\n\n{body}"
+        self.store.write_report(self._report_id, markdown)
+        summary = {
+            "report_id": self._report_id, "title": title, "sections": len(sections),
+            "sections_by_model": sum(1 for d in sections if d.written_by == "model"),
+            "tool_calls": self.progress["tool_calls"], "invalid_calls": self.progress["invalid_calls"],
+            "citations": sum(len(d.cited) for d in sections),
+            "removed_citations": sum(len(d.removed_citations) for d in sections),
+            "chars": len(markdown), "duration_ms": _ms(started), "llm": self.llm.stats(),
+        }
+        self._log("final", **{k: v for k, v in summary.items() if k != "report_id"})
+        status = "done" if summary["sections_by_model"] else "failed"
+        self.store.update_meta(self._report_id, status=status, finished_at=now_iso(), sections=entries,
+                               summary=summary)
+        self.progress.update(phase=status)
+        return summary
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
+
+
+def start_report(config: Config, graph_id: str, requirement: str,
+                 max_sections: int = DEFAULT_MAX_SECTIONS) -> tuple[str, Task]:
+    """Create the report folder and run the agent as a background task; (report_id, task)."""
+    store = ReportStore(config.data_dir)
+    report_id = new_report_id()
+    store.create(report_id, {"graph_id": graph_id, "requirement": requirement, "status": "queued",
+                             "created_at": now_iso(), "max_sections": max_sections,
+                             "max_tool_calls_per_section": config.report_agent_max_tool_calls})
+
+    def work(task: Task) -> dict | None:
+        store.update_meta(report_id, task_id=task.task_id)
+        agent = ReportAgent(config, store=store, max_sections=max_sections)
+        try:
+            summary = agent.run(report_id, graph_id, requirement, task.progress)
+        finally:
+            agent.close()
+        if not summary["sections_by_model"]:
+            task.errors.append("the model wrote no section; see the report's log")
+            return None
+        return summary
+
+    return report_id, tasks.start("report", work)

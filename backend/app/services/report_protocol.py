@@ -1,0 +1,47 @@
+"""What the report agent accepts from the model: one JSON action per turn, and citations of
+facts that a tool really showed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.services.report_views import UUID_PATTERN, FactView
+
+REMOVED_CITATION = "unverified citation removed"
+
+
+class InvalidCall(ValueError):
+    pass
+
+
+def parse_action(reply: dict[str, Any]) -> tuple[str, Any, Any]:
+    """('write', content, None) or ('tool', name, arguments); InvalidCall says what is wrong."""
+    action = str(reply.get("action") or "").strip().lower()
+    if action == "write" or (not action and "content" in reply):
+        content = reply.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidCall("'content' must be the section as non-empty markdown text")
+        return "write", content.strip(), None
+    if action == "tool" or (not action and "tool" in reply):
+        tool = reply.get("tool")
+        if not isinstance(tool, str) or not tool.strip():
+            raise InvalidCall("'tool' must be the name of a tool")
+        return "tool", tool.strip(), reply.get("arguments")
+    raise InvalidCall('the JSON object needs "action": "tool" (with "tool" and "arguments") or "write" '
+                      '(with "content")')
+
+
+def verify_citations(content: str, known: dict[str, FactView]) -> tuple[str, list[str], list[str]]:
+    """(content with unknown fact ids removed, cited known ids, removed ids), ids in order of use."""
+    cited: list[str] = []
+    removed: list[str] = []
+
+    def check(match) -> str:
+        uuid = match.group(0).lower()
+        if uuid in known:
+            cited.append(uuid)
+            return match.group(0)
+        removed.append(uuid)
+        return REMOVED_CITATION
+
+    return UUID_PATTERN.sub(check, content), list(dict.fromkeys(cited)), list(dict.fromkeys(removed))

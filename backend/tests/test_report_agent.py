@@ -1,0 +1,219 @@
+"""The report agent end to end: the scripted server plays the planner, the section writer (tool calls,
+one of them invalid) and the LLM behind the tools; the graph is a real FalkorDB; the run is a real
+background task and the report is read back from disk."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from app.services.graphiti_adapter import GraphitiAdapter
+from app.services.report_agent import start_report
+from app.services.report_protocol import REMOVED_CITATION, InvalidCall, parse_action, verify_citations
+from app.services.report_prompts import WRITE_NOW
+from app.services.report_store import ReportStore
+from app.services.report_views import FactView
+from app.services.tasks import tasks
+from tests.conftest import unique_graph_id
+from tests.support.report_scripts import (
+    REPORT_FACTS, UUID, as_json, chat_requests, interview_facts, judge_or_chat, purpose,
+)
+from tests.support.scripted_llm import server_error
+
+INVENTED = "99999999-8888-4777-8666-555555555555"
+OUTLINE = {"title": "Drinking water in Harbor town", "sections": [
+    {"title": "Who runs the water supply", "goal": "Name the people and bodies in charge"},
+    {"title": "Incidents and history", "goal": "What went wrong and what changed over time"},
+]}
+# Per section, the model's answers turn by turn; "WRITE" writes the section citing what it saw.
+SECTION_SCRIPTS = {
+    1: [{"action": "tool", "tool": "search_graph", "arguments": {"query": "who runs the water utility", "limit": 4}},
+        {"action": "tool", "tool": "summon_oracle", "arguments": {"question": "anything"}},
+        {"action": "tool", "tool": "insight_forge", "arguments": {"question": "Who decides about drinking water?"}},
+        "WRITE"],
+    2: [{"action": "tool", "tool": "panorama_search", "arguments": {"query": "reservoir incidents"}},
+        {"action": "tool", "tool": "interview_entities",
+         "arguments": {"topic": "the reservoir closure", "questions": ["What happened?"], "max_entities": 1}},
+        "WRITE"],
+}
+
+
+def section_number(messages) -> int:
+    return int(re.search(r"Write section (\d+) of", messages[1]["content"]).group(1))
+
+
+def seen_fact_ids(messages) -> list[str]:
+    results = [m["content"] for m in messages if m["role"] == "user" and m["content"].startswith("Result of")]
+    return list(dict.fromkeys(UUID.findall("\n".join(results))))
+
+
+def planner(messages, body):
+    kind = purpose(messages)
+    if kind == "outline":
+        return as_json(OUTLINE)
+    if kind == "sub_queries":
+        return as_json({"sub_queries": ["who directs the Harbor Water Utility"]})
+    if kind == "interview":
+        uuid, fact = interview_facts(messages)[0]
+        return as_json({"answers": [{"question_index": 1, "answer": f"I know this: {fact}", "fact_uuids": [uuid]}]})
+    if kind == "section":
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        step = SECTION_SCRIPTS[section_number(messages)][turn]
+        if step != "WRITE":
+            return as_json(step)
+        cited = seen_fact_ids(messages)[:2]
+        content = f"The graph says this [{cited[0]}] and that [{cited[1]}]. A rumour says more [{INVENTED}]."
+        return as_json({"action": "write", "content": content})
+    return "unexpected request"
+
+
+def wait_for(task_id: str, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        task = tasks.get(task_id).to_dict()
+        if task["state"] in ("done", "failed"):
+            return task
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} did not finish within {timeout_s}s")
+
+
+@pytest.fixture
+def agent_backend(backend, scripted_llm):
+    """The app with the scripted server as the chat LLM; returns (config, graph_id)."""
+    def build(responder, **env):
+        scripted_llm.responder = responder
+        app, _ = backend(LLM_BASE_URL=scripted_llm.base_url, LLM_MODEL_NAME="writer", LLM_TIMEOUT_S=10, **env)
+        config = app.config["APP_CONFIG"]
+        gid = unique_graph_id("agent")
+        graph = GraphitiAdapter(config).graph
+        graph.create(gid)
+        graph.import_facts(gid, REPORT_FACTS)
+        return config, gid
+
+    return build
+
+
+def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=planner))
+    report_id, task = start_report(config, gid, "Is the town's drinking water in good hands?", max_sections=3)
+    finished = wait_for(task.task_id)
+    assert finished["state"] == "done", finished["errors"]
+    expected = {"section": 2, "sections_total": 2, "tool_calls": 4, "invalid_calls": 1, "phase": "done",
+                "max_tool_calls_per_section": 6, "report_id": report_id}
+    assert {key: finished["progress"].get(key) for key in expected} == expected
+    summary = finished["result"]
+    assert (summary["sections"], summary["tool_calls"], summary["invalid_calls"]) == (2, 4, 1)
+    assert summary["removed_citations"] == 2 and summary["citations"] == 4
+
+    folder = config.data_dir / "reports" / report_id
+    assert {p.name for p in folder.iterdir()} >= {"meta.json", "outline.json", "steps.jsonl", "report.md",
+                                                   "section_01.md", "section_02.md"}
+    report = ReportStore(config.data_dir).read(report_id)
+    assert report["status"] == "done" and report["graph_id"] == gid and report["task_id"] == task.task_id
+    steps = report["log"]
+    assert [(s["kind"], s.get("tool")) for s in steps] == [
+        ("plan", None), ("tool", "search_graph"), ("invalid_call", None), ("tool", "insight_forge"),
+        ("write", None), ("tool", "panorama_search"), ("tool", "interview_entities"), ("write", None),
+        ("final", None)]
+    assert [s["step"] for s in steps] == list(range(1, 10))
+    for step in (s for s in steps if s["kind"] == "tool"):
+        assert step["duration_ms"] >= 0 and step["result_chars"] > 0 and step["facts"] > 0
+        assert step["arguments"]["max_chars"] == 3000 and isinstance(step["truncated"], bool)
+    assert steps[1]["arguments"]["query"] == "who runs the water utility" and steps[1]["section"] == 1
+    assert steps[5]["arguments"]["limit"] == steps[6]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
+    assert "unknown tool 'summon_oracle'" in steps[2]["error"]
+
+    # The model was told what was wrong, and the run went on.
+    section_one = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"][2]
+    assert "Invalid answer: unknown tool 'summon_oracle'" in section_one.messages[-1]["content"]
+
+    markdown = report["markdown"]
+    assert markdown.startswith("# Drinking water in Harbor town\n")
+    assert "## 1. Who runs the water supply" in markdown and "## 2. Incidents and history" in markdown
+    assert INVENTED not in markdown and markdown.count(REMOVED_CITATION) == 2
+    edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
+    cited = set(UUID.findall(markdown))
+    assert len(cited) == 4 and cited <= set(edges)
+    for uuid in cited:  # each cited fact is listed under Sources with its text
+        assert f"- [{uuid}] {edges[uuid]}" in markdown
+    assert [s["markdown"] for s in report["sections"]] == [
+        (folder / "section_01.md").read_text(), (folder / "section_02.md").read_text()]
+    assert report["sections"][0]["invalid_calls"] == 1 and report["sections"][1]["tool_calls"] == 2
+
+
+def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
+    def always_searching(messages, body):
+        if purpose(messages) == "outline":
+            return as_json({"title": "T", "sections": [{"title": "Only", "goal": "g"}] * 5})
+        if messages[-1]["content"] == WRITE_NOW:
+            return as_json({"action": "write", "content": "Written when told to."})
+        return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=always_searching), REPORT_AGENT_MAX_TOOL_CALLS=2)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "tool", "write", "final"]
+    assert report["outline"] == ["Only"]  # five proposed, max_sections=1
+    assert "Written when told to." in report["markdown"]
+    sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
+    assert len(sections) == 3 and "1 tool call(s) left" in sections[1].messages[-1]["content"]
+
+
+def test_garbage_answers_are_counted_and_never_crash(agent_backend, scripted_llm):
+    def rambling(messages, body):
+        if purpose(messages) == "outline":
+            return "I would write about many things."  # not JSON: the fallback outline is used
+        if purpose(messages) == "section" and messages[-1]["content"] != WRITE_NOW:
+            turn = sum(1 for m in messages if m["role"] == "assistant")
+            return ["Let me think.", as_json({"action": "tool", "tool": "search_graph", "arguments": {"q": 1}}),
+                    as_json({"action": "dance"})][turn]
+        return "The ferry runs every hour, the graph says."  # prose, accepted once the budget is spent
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=rambling), REPORT_AGENT_MAX_TOOL_CALLS=3)
+    report_id, task = start_report(config, gid, "ferries")
+    finished = wait_for(task.task_id)
+    assert finished["state"] == "done" and finished["result"]["invalid_calls"] == 3
+    log = ReportStore(config.data_dir).read(report_id)["log"]
+    assert log[0]["kind"] == "plan" and log[0]["fallback"] is True
+    errors = [s["error"] for s in log if s["kind"] == "invalid_call"]
+    assert errors[0] == "the answer is not a JSON object"
+    assert "unknown argument(s) ['q']" in errors[1] and '"action": "tool"' in errors[2]
+    markdown = ReportStore(config.data_dir).read(report_id)["markdown"]
+    assert "## 1. Findings" in markdown and "The ferry runs every hour" in markdown
+
+
+def test_a_dead_model_fails_the_task_but_keeps_the_log(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=lambda messages, body: server_error()))
+    report_id, task = start_report(config, gid, "anything")
+    finished = wait_for(task.task_id)
+    assert finished["state"] == "failed" and "the model wrote no section" in finished["errors"][0]
+    report = ReportStore(config.data_dir).read(report_id)
+    assert report["status"] == "failed"
+    assert [s["kind"] for s in report["log"]] == ["plan", "llm_error", "llm_error", "section_fallback", "final"]
+    assert "could not be written: the model failed repeatedly" in report["markdown"]
+
+
+def test_citations_are_kept_only_for_facts_a_tool_showed():
+    known = {"0a0a0a0a-0000-4000-8000-000000000001": FactView(
+        uuid="0a0a0a0a-0000-4000-8000-000000000001", fact="f", relation="R", source="A", target="B",
+        source_uuid="a", target_uuid="b")}
+    text = "Yes [0A0A0A0A-0000-4000-8000-000000000001], no [0a0a0a0a-0000-4000-8000-000000000002]."
+    cleaned, cited, removed = verify_citations(text, known)
+    assert cited == ["0a0a0a0a-0000-4000-8000-000000000001"]
+    assert removed == ["0a0a0a0a-0000-4000-8000-000000000002"]
+    assert cleaned == f"Yes [0A0A0A0A-0000-4000-8000-000000000001], no [{REMOVED_CITATION}]."
+
+
+@pytest.mark.parametrize("reply, problem", [
+    ({"action": "write", "content": "  "}, "'content' must be the section"),
+    ({"action": "tool", "tool": 3}, "'tool' must be the name of a tool"),
+    ({"thoughts": "hmm"}, '"action": "tool"'),
+])
+def test_parse_action_says_what_is_wrong(reply, problem):
+    with pytest.raises(InvalidCall, match=re.escape(problem)):
+        parse_action(reply)
+    assert parse_action({"tool": "search_graph", "arguments": {"query": "x"}})[:2] == ("tool", "search_graph")
+    assert parse_action({"content": "# text"}) == ("write", "# text", None)
