@@ -14,7 +14,7 @@ from app.rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError, RerankResult,
     RerankStrategyError, TooManyDocumentsError, rank_score,
 )
-from tests.support.scripted_llm import always, garbage, hang, model_not_found, server_error
+from tests.support.scripted_llm import always, garbage, hang, model_not_found, server_error, unused_base_url
 from tests.support.scripted_rankers import ranking_llm, table_relevance
 
 QUERY = "which passage ranks highest?"
@@ -123,11 +123,18 @@ def test_a_call_level_error_fails_even_a_lenient_call(scripted_llm):
     assert caught.value.call_level and scripted_llm.count <= 4
 
 
-def test_a_failing_server_fails_a_lenient_call_fast(scripted_llm):
+def test_an_unreachable_server_fails_a_lenient_call_fast():
+    judge = LLMJudge(model="ranker", base_url=unused_base_url(), api_key="k", timeout_s=5)
+    with pytest.raises(RerankProviderError, match="APIConnectionError"):
+        asyncio.run(rerank(QUERY, corpus(8)[0], provider=judge, strategy="pairwise", strict=False))
+    assert judge.stats()["model_requests"] <= 2 * 3  # three failed comparisons, not 2 * 28
+
+
+def test_a_lenient_call_whose_every_unit_failed_raises_the_last_error(scripted_llm):
     scripted_llm.responder = always(server_error())
-    with pytest.raises(RerankProviderError):
-        run(scripted_llm, corpus(8)[0], "pairwise", strict=False)
-    assert scripted_llm.count <= 2 * 3  # stops after three failed comparisons, not 2 * 28
+    with pytest.raises(RerankProviderError, match="InternalServerError"):
+        run(scripted_llm, corpus(4)[0], "pairwise", passes=1, strict=False)
+    assert scripted_llm.count == 2 * 3  # 500s may be about one pair's passages: every pair was tried
 
 
 # -- input guards -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_TOKENS = 8192
 _MESSAGE_OVERHEAD_TOKENS = 8
-_DEAD_AFTER = 3  # provider failures in a row, with no success yet, that end a lenient call
+_DEAD_AFTER = 3  # failed units, none reaching the server, that end a lenient call
 
 
 def estimate_tokens(text: str) -> int:
@@ -110,11 +110,19 @@ class RerankSession:
         """Strict: re-raise. Otherwise the unit keeps its incoming order; call-level errors still abort."""
         if self.strict or (isinstance(error, RerankProviderError) and error.call_level):
             raise error
-        if isinstance(error, RerankProviderError) and self.successes == 0 and self.fallbacks >= _DEAD_AFTER - 1:
-            raise error  # the server failed every request so far: it is down, stop spending calls on it
+        if self._unreachable(error) and self.fallbacks >= _DEAD_AFTER - 1:
+            raise error  # nothing has reached the server so far: it is down, stop spending calls on it
         self.fallbacks += 1
         self.last_error = error
         logger.debug("Rerank %s keeps its incoming order (%s: %s)", what, type(error).__name__, error)
+
+    def _unreachable(self, error: Exception) -> bool:
+        # Only connection failures: an HTTP 500 or a bad answer may be about one unit's passages.
+        return (
+            self.successes == 0
+            and isinstance(error, RerankProviderError)
+            and error.error_class == "APIConnectionError"
+        )
 
     def raise_if_nothing_worked(self) -> None:
         """Every unit failed: that is a failed call, not a ranking (the caller falls back once, loudly)."""

@@ -23,6 +23,7 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 from app.rerank.front_door import rerank
 from app.rerank.judge import LLMJudge
 from app.rerank.strategies.base import strategy_name
+from app.rerank.strategies.prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.types import Document, RerankError, RerankStrategyError, rank_score
 from app.services.ollama_reranker import CircuitBreaker, incoming_order
 
@@ -84,6 +85,7 @@ class StrategyReranker(CrossEncoderClient):
             "provider": "ollama",
             "strategy": strategy_name(self.strategy),
             **self.judge.stats(),
+            "strategy_prompt_version": STRATEGY_PROMPT_VERSION,
             "strategy_counters": {name: counts.get(name, 0) for name in ("unit_fallbacks", "repairs", "ties")},
             "deadline_s": self.deadline_s,
             "breaker": self.breaker.snapshot(),
