@@ -198,6 +198,9 @@ class Broken(ShortestFirst):
     def __init__(self, mode):
         self.mode = mode
 
+    def estimate_calls(self, n_documents, top_k=None):
+        return 1 / 0 if self.mode == "estimate" else 0
+
     async def rerank(self, query, documents, provider, top_k=None):
         if self.mode == "raises":
             return {}["missing key"]
@@ -207,7 +210,8 @@ class Broken(ShortestFirst):
 
 @pytest.mark.parametrize(
     "mode, fragment",
-    [("raises", "KeyError"), ("duplicates", "twice or out of range"), ("partial", "ranked 1 documents, expected 3")],
+    [("raises", "KeyError"), ("estimate", "ZeroDivisionError"), ("duplicates", "twice or out of range"),
+     ("partial", "ranked 1 documents, expected 3")],
 )
 def test_a_custom_strategy_failure_is_wrapped(scripted_llm, mode, fragment):
     with pytest.raises(RerankStrategyError, match=fragment) as caught:

@@ -13,6 +13,7 @@ only a failure of the whole call raises. Input guards apply in both modes.
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from dataclasses import dataclass, field
@@ -75,22 +76,37 @@ async def rerank(
     check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
     judge = provider.judge if isinstance(provider, RerankSession) else provider
     session = RerankSession(judge, strict=strict, context_tokens=context_tokens)
-    estimated = chosen.estimate_calls(len(docs), top_k) if docs else 0
-    results = await _run(chosen, name, query, docs, session, top_k) if docs else []
+    estimated = _guarded(name, chosen.estimate_calls, len(docs), top_k) if docs else 0
+    results = await _guarded(name, chosen.rerank, query, docs, session, top_k) if docs else []
     kept, dropped = _checked(results, docs, top_k, name)
     stats = {**session.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     return RerankOutcome(kept, dropped, name, session.model, session.calls, estimated, stats)
 
 
-async def _run(strategy: Any, name: str, query: str, docs: list[Document], session: RerankSession, top_k):
+def _guarded(name: str, method: Any, *args: Any) -> Any:
+    """Call a strategy method (sync, or async: then awaited) so that every failure comes out typed."""
     try:
-        return await strategy.rerank(query, docs, session, top_k)
-    except RerankError:
-        raise
-    except JudgeError as error:  # a strategy that called the bare judge
+        result = method(*args)
+    except Exception as error:
+        _raise_typed(name, error)
+    if not inspect.isawaitable(result):
+        return result
+
+    async def awaited() -> Any:
+        try:
+            return await result
+        except Exception as error:  # CancelledError is not an Exception: cancellation propagates
+            _raise_typed(name, error)
+
+    return awaited()
+
+
+def _raise_typed(name: str, error: Exception) -> None:
+    if isinstance(error, RerankError):
+        raise error
+    if isinstance(error, JudgeError):  # a strategy that called the bare judge
         raise typed_error(error) from error
-    except Exception as error:  # CancelledError is not an Exception: cancellation propagates
-        raise RerankStrategyError(f"the {name} strategy failed: {type(error).__name__}: {error}") from error
+    raise RerankStrategyError(f"the {name} strategy failed: {type(error).__name__}: {error}") from error
 
 
 def _checked(results: Any, docs: list[Document], top_k: int | None, name: str):
