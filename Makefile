@@ -27,3 +27,7 @@ local-llm: venv
 
 local-llm-stop: venv
 	cd backend && ../$(PY) -m app.local_llm stop
+
+# Benchmarks, e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
+bench: venv
+	cd backend && ../$(PY) -m flask --app app bench $(ARGS)

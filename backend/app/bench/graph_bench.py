@@ -1,0 +1,239 @@
+"""`flask bench graph`: SciFact in the product's own search path, reranker off vs on.
+
+Mapping (why): the product reranks *facts*, which are sentence-sized, so each abstract becomes one
+fact per sentence, plus its title as a fact of its own, all carrying the abstract id in the fact
+metadata (`doc_id`). A claim's hits map back to abstract ids in first-occurrence order, and those
+rankings are scored against the SciFact qrels like any run.
+
+Corpus: by default only the abstracts in the selected claims' first-stage candidates (BM25 top-20
+from candidates*.jsonl): embedding all 5,183 abstracts sentence by sentence takes most of an hour on
+two CPU cores. `corpus="all"` imports everything. The graph lives under <output>/graph-data and is
+reused by later runs with the same corpus; claims resume like `bench rerank` queries.
+
+Off and on are the same `GraphitiAdapter().graph.search` with RERANKER_PROVIDER=none and =ollama:
+the runtime is rebuilt between the two phases over the same data (a restart of the embedded FalkorDB).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from app.bench.datasets import Dataset, iter_corpus, load_dataset
+from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
+from app.bench.metrics import percentile
+from app.bench.progress import ProgressBar
+from app.bench.report import write_reports
+from app.bench.rerankers import ModelSettings, ModelWaitClock, StrategySpec
+from app.bench.store import ResultStore, run_key
+from app.bench.summary import counter_delta, summarize
+from app.config import Config
+from app.rerank.judge import redact_url
+
+logger = logging.getLogger(__name__)
+
+IMPORT_BATCH = 500  # facts per import call: one embedding batch, one atomic write
+MAPPING_VERSION = "sentences+title-1"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+@dataclass
+class GraphBenchArgs:
+    dataset: Path
+    output: Path
+    model: ModelSettings
+    strategy: StrategySpec
+    config: Config
+    max_queries: int | None = 50
+    limit: int = 10
+    candidates_factor: int | None = None  # first-stage facts per result slot when reranking
+    corpus: str = "candidates"
+    yes: bool = False
+    confirm_above: int = DEFAULT_CONFIRM_ABOVE
+    command: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def split_sentences(text: str) -> list[str]:
+    return [sentence.strip() for sentence in _SENTENCE_END.split(text) if sentence.strip()]
+
+
+def abstract_facts(docid: str, title: str, text: str) -> list[dict]:
+    """The title and each sentence of one abstract as facts tagged with the abstract id."""
+    paper = (title or f"abstract {docid}")[:256]
+    pieces = ([title] if title.strip() else []) + split_sentences(text)
+    return [
+        {"source": paper, "target": f"abstract {docid}", "relation": "states", "fact": piece[:4000],
+         "metadata": {"doc_id": docid, "sentence": index}}
+        for index, piece in enumerate(pieces)
+    ]
+
+
+def corpus_facts(dataset: Dataset, claims, corpus: str) -> tuple[list[dict], int]:
+    """(facts, abstracts) for the chosen corpus, in corpus file order."""
+    pool = None if corpus == "all" else {c.docid for claim in claims for c in claim.candidates}
+    facts, abstracts = [], 0
+    for docid, title, text in iter_corpus(dataset.path):
+        if pool is None or docid in pool:
+            facts.extend(abstract_facts(docid, title, text))
+            abstracts += 1
+    return facts, abstracts
+
+
+def hits_to_abstracts(edges) -> list[str]:
+    """Abstract ids of the hits, best first, each once (its best-ranked sentence counts)."""
+    return list(dict.fromkeys(str(hit.metadata["doc_id"]) for hit in edges if "doc_id" in (hit.metadata or {})))
+
+
+def ensure_imported(adapter, graph_id: str, facts: list[dict], state_file: Path, echo) -> None:
+    """Import in batches, recording progress, so an interrupted import resumes where it stopped."""
+    state = json.loads(state_file.read_text()) if state_file.is_file() else {"batches_done": 0}
+    if not adapter.graph.exists(graph_id):
+        adapter.graph.create(graph_id, name="SciFact benchmark")
+        state = {"batches_done": 0}
+    batches = [facts[start:start + IMPORT_BATCH] for start in range(0, len(facts), IMPORT_BATCH)]
+    if state["batches_done"] >= len(batches):
+        return
+    echo(f"Importing {len(facts)} facts into graph {graph_id} ({len(batches)} batches, no LLM)...")
+    progress = ProgressBar(len(batches), len(batches))
+    progress.steps = progress.done_weight = state["batches_done"]
+    for number in range(state["batches_done"], len(batches)):
+        adapter.graph.import_facts(graph_id, batches[number])
+        state = {"batches_done": number + 1, "facts": len(facts)}
+        state_file.write_text(json.dumps(state))
+        progress.advance(1, f"import batch {number + 1}/{len(batches)}")
+    progress.close()
+
+
+def phase_configs(args: GraphBenchArgs) -> tuple[Config, Config]:
+    base = replace(args.config, data_dir=(args.output / "graph-data").resolve())
+    off = replace(base, reranker_provider="none")
+    on = replace(
+        base, reranker_provider="ollama", reranker_strategy=args.strategy.name,
+        reranker_score_mode=args.strategy.score_mode or "auto", reranker_model=args.model.model,
+        reranker_base_url=args.model.base_url, reranker_api_key=args.model.api_key,
+        reranker_max_parallel=args.model.concurrency, reranker_timeout_s=args.model.timeout_s,
+        reranker_deadline_s=args.model.deadline_s,
+        reranker_candidates=args.candidates_factor or base.reranker_candidates,
+        search_timeout_s=max(base.search_timeout_s, args.model.deadline_s + 60),
+    )
+    return off, on
+
+
+def estimate_on_calls(args: GraphBenchArgs, on: Config, claims: int) -> int:
+    """Upper bound: every first-stage candidate judged (fewer when search finds fewer facts)."""
+    candidates = args.limit * on.reranker_candidates
+    # mmr spends exactly its relevance strategy's calls (the embedder is no model call).
+    name = on.reranker_mmr_base if args.strategy.name == "mmr" else args.strategy.name
+    if name == "pointwise":
+        return claims * candidates
+    from app.rerank.strategies import strategy_from_config
+
+    return claims * int(strategy_from_config(on, name).estimate_calls(candidates))
+
+
+def search_claims(adapter, graph_id, claims, store, limit, progress, label, judge=None) -> None:
+    clock = ModelWaitClock()
+    if judge is not None:
+        clock.attach(judge)
+    for claim in claims:
+        if claim.qid in store.done:
+            continue
+        before, wait_before = (judge.counters.snapshot() if judge else {}), clock.total_s
+        started = time.perf_counter()
+        outcome = adapter.graph.search(graph_id, claim.text, limit=limit)
+        latency = time.perf_counter() - started
+        record = {
+            "qid": claim.qid, "ranking": hits_to_abstracts(outcome.edges), "latency_s": round(latency, 4),
+            "hits": len(outcome.edges), "error": outcome.error,
+            "first_stage_ms": outcome.timings_ms.get("first_stage"), "rerank_ms": outcome.timings_ms.get("rerank"),
+            "model_wait_s": round(clock.total_s - wait_before, 4),
+            **counter_delta(before, judge.counters.snapshot() if judge else {}),
+        }
+        store.add(record)
+        progress.advance(1 + record["calls"], f"{label} claim {claim.qid} {latency:.1f}s")
+
+
+def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
+                    ask: Callable[[str], bool] | None = None, stdin_is_tty: bool | None = None) -> dict:
+    from app.services.graphiti_adapter import GraphitiAdapter, reset_graphiti
+
+    dataset = load_dataset(args.dataset)
+    claims = dataset.queries[: args.max_queries] if args.max_queries else list(dataset.queries)
+    facts, abstracts = corpus_facts(dataset, claims, args.corpus)
+    off, on = phase_configs(args)
+    corpus_key = run_key(dataset=str(args.dataset), corpus=args.corpus, mapping=MAPPING_VERSION,
+                         claims=None if args.corpus == "all" else [c.qid for c in claims],
+                         embedder=(off.embedding_provider, off.embedding_model))
+    graph_id = f"scifact_{corpus_key}"
+    search_key = dict(graph=graph_id, limit=args.limit)
+    on_label = f"reranker on ({args.strategy.label})"
+    labels = {"reranker off": off, on_label: on}
+    stores = {
+        "reranker off": ResultStore(args.output, "off", run_key(**search_key)),
+        on_label: ResultStore(args.output, "on", run_key(**search_key, model=args.model.model,
+                                                          strategy=args.strategy.label, factor=on.reranker_candidates,
+                                                          concurrency=args.model.concurrency)),
+    }
+    pending = {label: [c for c in claims if c.qid not in store.done] for label, store in stores.items()}
+    estimate = {label: (0 if label == "reranker off" else estimate_on_calls(args, on, len(pending[label])),
+                        len(pending[label]), len(claims) - len(pending[label])) for label in labels}
+    echo(f"Graph: {abstracts} abstracts as {len(facts)} facts ({args.corpus} corpus), {len(claims)} claims")
+    for line in describe_estimate(estimate):
+        echo(line)
+    total_calls = sum(calls for calls, _, _ in estimate.values())
+    confirm_estimate(total_calls, threshold=args.confirm_above, yes=args.yes, ask=ask, stdin_is_tty=stdin_is_tty)
+
+    interrupted = False
+    progress = ProgressBar(total_calls + sum(len(p) for p in pending.values()), sum(len(p) for p in pending.values()))
+    try:
+        for label, config in labels.items():
+            reset_graphiti()  # a new runtime with this phase's reranker, same data
+            adapter = GraphitiAdapter(config)
+            ensure_imported(adapter, graph_id, facts, config.data_dir / f"import-{graph_id}.json", echo)
+            judge = getattr(adapter.runtime.reranker, "judge", None)
+            search_claims(adapter, graph_id, claims, stores[label], args.limit, progress, label, judge)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.close()
+        reset_graphiti()
+
+    results = build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, len(facts))
+    write_reports(results, args.output)
+    if interrupted:
+        from app.bench.runner import BenchInterrupted
+
+        raise BenchInterrupted(results)
+    return results
+
+
+def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, facts) -> dict:
+    wanted = [claim.qid for claim in claims]
+    strategies, per_query = {}, {}
+    for label, store in stores.items():
+        records = [store.done[qid] for qid in wanted if qid in store.done]
+        aggregate, per_query[label] = summarize(records, dataset.qrels, dataset.relevance_level)
+        latencies = [r["latency_s"] for r in records]
+        aggregate.update(
+            search_p50_s=round(percentile(latencies, 0.5), 3), search_p95_s=round(percentile(latencies, 0.95), 3),
+            first_stage_p50_ms=round(percentile([r["first_stage_ms"] or 0 for r in records], 0.5), 1),
+            rerank_p50_ms=round(percentile([r["rerank_ms"] or 0 for r in records], 0.5), 1),
+            search_errors=sum(1 for r in records if r.get("error")),
+            abstracts_per_query=round(sum(len(r["ranking"]) for r in records) / len(records), 2) if records else 0,
+            estimated_calls_run=estimate[label][0],
+        )
+        strategies[label] = aggregate
+    return {
+        "benchmark": "graph", "dataset": dataset.name, "relevance_level": dataset.relevance_level,
+        "queries_selected": len(claims), "graph_id": graph_id, "corpus": args.corpus,
+        "abstracts": abstracts, "facts": facts, "mapping": MAPPING_VERSION, "limit": args.limit,
+        "model": args.model.model, "base_url": redact_url(args.model.base_url),
+        "concurrency": args.model.concurrency, "command": args.command,
+        "strategies": strategies, "per_query": per_query, **args.extra,
+    }

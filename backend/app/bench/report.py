@@ -1,0 +1,86 @@
+"""Writes a benchmark's results.json, results.md (a markdown table) and quality_latency.png."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+COLUMNS = (
+    ("nDCG@10", "ndcg@10", "{:.4f}"),
+    ("MRR@10", "mrr@10", "{:.4f}"),
+    ("MAP", "map", "{:.4f}"),
+    ("R@10", "recall@10", "{:.4f}"),
+    ("p50 s", "latency_p50_s", "{:.2f}"),
+    ("p95 s", "latency_p95_s", "{:.2f}"),
+    ("calls/q", "calls_per_query", "{:.1f}"),
+    ("prompt tok/q", "prompt_tokens_per_query", "{:.0f}"),
+    ("compl. tok/q", "completion_tokens_per_query", "{:.0f}"),
+    ("invalid", "invalid_output_rate", "{:.1%}"),
+    ("fallbacks", "fallbacks", "{}"),
+    ("cache hits", "cache_hits", "{}"),
+    ("queries", "queries", "{}"),
+)
+
+
+def _cell(row: dict, key: str, pattern: str) -> str:
+    value = row.get(key)
+    return "-" if value is None else pattern.format(value)
+
+
+def markdown_table(results: dict) -> str:
+    header = "| strategy | " + " | ".join(name for name, _, _ in COLUMNS) + " |"
+    rule = "|---|" + "---:|" * len(COLUMNS)
+    rows = [
+        f"| {label} | " + " | ".join(_cell(row, key, pattern) for _, key, pattern in COLUMNS) + " |"
+        for label, row in results["strategies"].items()
+    ]
+    return "\n".join([header, rule, *rows])
+
+
+def markdown_report(results: dict) -> str:
+    facts = [f"- {key}: {results[key]}" for key in
+             ("benchmark", "dataset", "model", "base_url", "candidates", "shuffle", "seed", "concurrency",
+              "relevance_level", "date", "machine", "command") if key in results]
+    notes = []
+    for label, row in results["strategies"].items():
+        extras = [f"{key}={row[key]}" for key in
+                  ("overhead_share", "repeat_latency_p50_ms", "repeat_latency_max_ms", "prompt_tokens_per_call",
+                   "search_p50_s", "search_p95_s", "first_stage_p50_ms", "rerank_p50_ms") if key in row]
+        if extras:
+            notes.append(f"- {label}: " + ", ".join(extras))
+    parts = ["# Benchmark results", "", *facts, "", markdown_table(results), ""]
+    if notes:
+        parts += ["More figures:", "", *notes, ""]
+    return "\n".join(parts)
+
+
+def plot_quality_latency(results: dict, path: Path) -> None:
+    """nDCG@10 against median latency per strategy; the bar reaches the p95 latency."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for label, row in results["strategies"].items():
+        p50, p95, quality = row.get("latency_p50_s", 0.0), row.get("latency_p95_s", 0.0), row.get("ndcg@10", 0.0)
+        axes.errorbar([p50], [quality], xerr=[[0.0], [max(0.0, p95 - p50)]], fmt="o", capsize=3)
+        axes.annotate(label, (p50, quality), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    axes.set_xlabel("latency per query, s (dot: p50, bar to p95)")
+    axes.set_ylabel("nDCG@10")
+    title = f"{results.get('dataset', '')} - {results.get('model', '')}"
+    axes.set_title(title, fontsize=9)
+    axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def write_reports(results: dict, folder: Path) -> dict[str, Path]:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"json": folder / "results.json", "markdown": folder / "results.md", "plot": folder / "quality_latency.png"}
+    paths["json"].write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(markdown_report(results), encoding="utf-8")
+    plot_quality_latency(results, paths["plot"])
+    return paths

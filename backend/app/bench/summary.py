@@ -1,0 +1,65 @@
+"""Per-strategy figures from per-query records: IR measures, latency, model cost, failures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
+
+# Judge counter deltas each record carries (names of app.rerank.judge counters).
+COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
+                  "passage_failures", "cache_hits", "breaker_skips")
+
+
+def counter_delta(before: Mapping, after: Mapping) -> dict[str, int]:
+    """Judge counters spent between two snapshots; `calls` are model requests."""
+    names = {"calls": "model_requests"}
+    return {field: int(after.get(names.get(field, field), 0)) - int(before.get(names.get(field, field), 0))
+            for field in COUNTER_FIELDS}
+
+
+def _total(records: list[dict], field: str) -> float:
+    return float(sum(record.get(field) or 0 for record in records))
+
+
+def summarize(records: list[dict], qrels: Mapping, rel_level: int) -> tuple[dict, dict]:
+    """(aggregate figures, per-query figures) for one strategy's records."""
+    rankings = {record["qid"]: record["ranking"] for record in records}
+    per_query, mean = evaluate(qrels, rankings, rel_level)
+    count = len(records)
+    latencies = [float(record["latency_s"]) for record in records]
+    calls = _total(records, "calls")
+    wall = sum(latencies)
+    aggregate = {key: round(mean[key], 4) for key in MEASURE_KEYS}
+    aggregate.update(
+        queries=count,
+        latency_p50_s=round(percentile(latencies, 0.5), 3),
+        latency_p95_s=round(percentile(latencies, 0.95), 3),
+        latency_mean_s=round(wall / count, 3) if count else 0.0,
+        calls=int(calls),
+        calls_per_query=round(calls / count, 2) if count else 0.0,
+        estimated_calls_per_query=round(_total(records, "estimated_calls") / count, 2) if count else 0.0,
+        prompt_tokens_per_query=round(_total(records, "prompt_tokens") / count, 1) if count else 0.0,
+        completion_tokens_per_query=round(_total(records, "completion_tokens") / count, 1) if count else 0.0,
+        prompt_tokens_per_call=round(_total(records, "prompt_tokens") / calls, 1) if calls else 0.0,
+        invalid_output_rate=round(_total(records, "invalid_outputs") / calls, 4) if calls else 0.0,
+        fallbacks=int(_total(records, "fallbacks")),
+        passage_failures=int(_total(records, "passage_failures")),
+        cache_hits=int(_total(records, "cache_hits")),
+        breaker_skips=int(_total(records, "breaker_skips")),
+    )
+    if calls and wall:
+        # Everything except waiting for the model: prompt building, parsing, scheduling, HTTP client.
+        aggregate["overhead_share"] = round(max(0.0, wall - _total(records, "model_wait_s")) / wall, 4)
+    repeats = [float(r["repeat_latency_s"]) for r in records if r.get("repeat_latency_s") is not None]
+    if repeats:
+        aggregate["repeat_latency_p50_ms"] = round(percentile(repeats, 0.5) * 1000, 2)
+        aggregate["repeat_latency_max_ms"] = round(max(repeats) * 1000, 2)
+        aggregate["repeat_calls"] = int(_total(records, "repeat_calls"))
+    figures = {}
+    for record in records:
+        row = dict(per_query.get(record["qid"], {}))
+        row.update({key: value for key, value in record.items() if key not in ("qid", "ranking")})
+        row["ranking"] = record["ranking"][:10]
+        figures[record["qid"]] = row
+    return aggregate, figures

@@ -1,0 +1,170 @@
+"""`flask bench rerank` and `flask bench graph`: reproducible quality and cost benchmarks.
+
+Both print the estimated model calls before any call and refuse (without --yes) above
+--confirm-above; on a terminal they ask instead. Ctrl-C keeps every finished query; the same
+command resumes. See app/bench/ for what is measured and how.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+from app.bench.datasets import DatasetError
+from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
+from app.bench.rerankers import ModelSettings, parse_strategies
+from app.config import REPO_ROOT, RERANKER_SCORE_MODES
+
+DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
+
+
+def run_facts() -> dict:
+    """Where and when a result was measured, for the report."""
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+                   f"Python {platform.python_version()}",
+    }
+
+
+def command_line() -> str:
+    return "flask --app app bench " + " ".join(shlex.quote(arg) for arg in sys.argv[sys.argv.index("bench") + 1:]) \
+        if "bench" in sys.argv else ""
+
+
+def model_options(function):
+    """Options shared by both benchmarks: which judge model, how hard to push it, the cost gate."""
+    options = [
+        click.option("--base-url", default=None, help="judge server (default: RERANKER_BASE_URL)"),
+        click.option("--model", default=None, help="judge model (default: RERANKER_MODEL)"),
+        click.option("--score-mode", type=click.Choice(RERANKER_SCORE_MODES), default=None,
+                     help="default score mode (default: RERANKER_SCORE_MODE)"),
+        click.option("--concurrency", type=click.IntRange(min=1), default=None,
+                     help="model requests in flight per query (default: RERANKER_MAX_PARALLEL)"),
+        click.option("--timeout-s", type=click.FloatRange(min=0.01), default=None,
+                     help="per-request timeout (default: RERANKER_TIMEOUT_S)"),
+        click.option("--deadline-s", type=click.FloatRange(min=0.01), default=None,
+                     help="per rank call deadline (default: RERANKER_DEADLINE_S)"),
+        click.option("--max-queries", type=click.IntRange(min=1), default=None, help="first N queries"),
+        click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="results folder (default: bench-out/<dataset>-<benchmark>)"),
+        click.option("--yes", is_flag=True, help="run even when the estimate is above --confirm-above"),
+        click.option("--confirm-above", type=click.IntRange(min=0), default=DEFAULT_CONFIRM_ABOVE,
+                     show_default=True, help="model calls allowed without --yes"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def model_settings(config, base_url, model, concurrency, timeout_s, deadline_s) -> ModelSettings:
+    return ModelSettings.from_config(config, base_url=base_url, model=model, concurrency=concurrency,
+                                     timeout_s=timeout_s, deadline_s=deadline_s)
+
+
+def ask(question: str) -> bool:
+    return click.confirm(question, default=False, err=True)
+
+
+@click.group("bench")
+def bench_group() -> None:
+    """Benchmarks of reranking quality and cost (see `flask bench rerank --help`)."""
+
+
+@bench_group.command("rerank")
+@click.option("--dataset", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="folder with queries.tsv, qrels.txt, candidates*.jsonl")
+@click.option("--candidates", type=click.IntRange(min=1), default=20, show_default=True,
+              help="first-stage candidates reranked per query")
+@click.option("--strategies", default="original,pointwise", show_default=True,
+              help="comma list of original and strategy[:score_mode], e.g. original,pointwise:logprobs,pointwise:json")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed for --shuffle")
+@click.option("--shuffle", is_flag=True, help="shuffle each query's candidates first (order sensitivity)")
+@click.option("--no-repeat-check", is_flag=True, help="skip re-ranking each pointwise query from the cache")
+@model_options
+@with_appcontext
+def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_check, base_url, model, score_mode,
+                   concurrency, timeout_s, deadline_s, max_queries, output, yes, confirm_above) -> None:
+    """Rerank first-stage candidates with each strategy; nDCG@10, MRR@10, MAP, R@10, latency, cost."""
+    from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
+
+    config = current_app.config["APP_CONFIG"]
+    try:
+        specs = parse_strategies(strategies, score_mode or config.reranker_score_mode)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--strategies") from None
+    args = RerankBenchArgs(
+        dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-rerank"),
+        strategies=specs, model=model_settings(config, base_url, model, concurrency, timeout_s, deadline_s),
+        max_queries=max_queries, candidates=candidates, seed=seed, shuffle=shuffle, yes=yes,
+        confirm_above=confirm_above, repeat_check=not no_repeat_check, config=config, command=command_line(), extra=run_facts(),
+    )
+    try:
+        results = run_rerank_bench(args, echo=click.echo, ask=ask)
+    except (ConfirmationRefused, DatasetError) as error:
+        raise click.ClickException(str(error)) from None
+    except BenchInterrupted:
+        click.echo(f"Interrupted: finished queries are kept in {args.output}; run the same command to resume.",
+                   err=True)
+        sys.exit(130)
+    _print_summary(results, args.output)
+
+
+@bench_group.command("graph")
+@click.option("--dataset", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="BEIR-style folder with corpus.jsonl, queries.tsv, qrels.txt, candidates*.jsonl (SciFact)")
+@click.option("--strategy", default="pointwise", show_default=True,
+              help="the reranker when on: strategy[:score_mode], e.g. pointwise:logprobs")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="facts per search")
+@click.option("--candidates-factor", type=click.IntRange(min=1), default=None,
+              help="first-stage facts per result when reranking (default: RERANKER_CANDIDATES)")
+@click.option("--corpus", type=click.Choice(["candidates", "all"]), default="candidates", show_default=True,
+              help="abstracts to import: the claims' first-stage candidates, or the whole corpus")
+@model_options
+@with_appcontext
+def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url, model, score_mode, concurrency,
+                  timeout_s, deadline_s, max_queries, output, yes, confirm_above) -> None:
+    """Import SciFact abstracts as facts (no LLM) and search each claim with the reranker off and on."""
+    from app.bench.graph_bench import GraphBenchArgs, run_graph_bench
+    from app.bench.runner import BenchInterrupted
+
+    config = current_app.config["APP_CONFIG"]
+    try:
+        specs = parse_strategies(strategy, score_mode or config.reranker_score_mode)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--strategy") from None
+    if len(specs) != 1 or not specs[0].uses_model:
+        raise click.BadParameter("give exactly one model strategy", param_hint="--strategy")
+    args = GraphBenchArgs(
+        dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-graph"),
+        model=model_settings(config, base_url, model, concurrency, timeout_s, deadline_s), strategy=specs[0],
+        config=config, max_queries=max_queries or 50, limit=limit, candidates_factor=candidates_factor,
+        corpus=corpus, yes=yes, confirm_above=confirm_above, command=command_line(), extra=run_facts(),
+    )
+    try:
+        results = run_graph_bench(args, echo=click.echo, ask=ask)
+    except (ConfirmationRefused, DatasetError) as error:
+        raise click.ClickException(str(error)) from None
+    except BenchInterrupted:
+        click.echo(f"Interrupted: finished claims are kept in {args.output}; run the same command to resume.",
+                   err=True)
+        sys.exit(130)
+    _print_summary(results, args.output)
+
+
+def _print_summary(results: dict, output: Path) -> None:
+    from app.bench.report import markdown_table
+
+    click.echo(markdown_table(results))
+    click.echo(f"Wrote {output}/results.json, results.md, quality_latency.png")
+
+
+commands = [bench_group]

@@ -1,0 +1,147 @@
+"""`bench rerank` end to end on the scripted server: estimates, resumption, the cost gate, outputs.
+
+The hand-made dataset grades its passages in their text ("grade3" ... "grade0"), and the scripted
+judge scores by that grade, so a working pointwise rerank is a perfect ranking (nDCG@10 = 1) while
+the first-stage order, which puts the best passages last, is not.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.bench.estimate import ConfirmationRefused
+from app.bench.rerankers import ModelSettings, parse_strategies
+from app.bench.runner import RerankBenchArgs, run_rerank_bench
+from app.config import Config
+from tests.support.scripted_llm import judge
+from tests.support.scripted_rankers import ranking_llm
+
+GRADE_SCORE = {"grade3": 0.9, "grade2": 0.6, "grade1": 0.3, "grade0": 0.05}
+QUERIES = {"q1": "first topic", "q2": "second topic", "q3": "third topic"}
+# First-stage order: worst first. q1 holds a duplicate text (two docids), scored once.
+CANDIDATES = {
+    "q1": [("a0", "grade0 alpha"), ("a0b", "grade0 alpha"), ("a1", "grade1 alpha"), ("a3", "grade3 alpha")],
+    "q2": [("b0", "grade0 beta"), ("b2", "grade2 beta"), ("b3", "grade3 beta")],
+    "q3": [("c0", "grade0 gamma"), ("c1", "grade1 gamma"), ("c2", "grade2 gamma"), ("c3", "grade3 gamma")],
+}
+DISTINCT_TEXTS = {"q1": 3, "q2": 3, "q3": 4}
+
+
+def relevance(query: str, passage: str) -> float:
+    return next(score for word, score in GRADE_SCORE.items() if word in passage)
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "queries.tsv").write_text("".join(f"{qid}\t{text}\n" for qid, text in QUERIES.items()))
+    (folder / "qrels.txt").write_text("".join(
+        f"{qid} 0 {docid} {text[5]}\n" for qid, items in CANDIDATES.items() for docid, text in items))
+    (folder / "candidates.jsonl").write_text("".join(
+        json.dumps({"qid": qid, "query": QUERIES[qid], "candidates": [
+            {"docid": docid, "rank": rank, "text": text} for rank, (docid, text) in enumerate(items, start=1)]}) + "\n"
+        for qid, items in CANDIDATES.items()))
+    return folder
+
+
+def bench_args(dataset, output, base_url, strategies="original,pointwise:logprobs,pointwise:json", **overrides):
+    settings = ModelSettings.from_config(Config(), base_url=base_url, model="scripted", concurrency=2,
+                                         timeout_s=10, deadline_s=30)
+    values = dict(dataset=dataset, output=output, strategies=parse_strategies(strategies, "logprobs"),
+                  model=settings, yes=True)
+    values.update(overrides)
+    return RerankBenchArgs(**values)
+
+
+def estimated_total(lines: list[str]) -> int:
+    total = next(line for line in lines if line.strip().startswith("total"))
+    return int(total.split()[1])
+
+
+def test_estimates_equal_observed_calls_and_every_output_is_written(dataset, tmp_path, scripted_llm):
+    scripted_llm.responder = judge(relevance)
+    lines: list[str] = []
+    results = run_rerank_bench(bench_args(dataset, tmp_path / "out", scripted_llm.base_url), echo=lines.append)
+
+    per_mode = sum(DISTINCT_TEXTS.values())  # 10: one request per distinct passage
+    assert estimated_total(lines) == 2 * per_mode == scripted_llm.count
+    strategies = results["strategies"]
+    for label in ("pointwise:logprobs", "pointwise:json"):
+        row = strategies[label]
+        assert row["calls"] == per_mode and row["queries"] == 3
+        assert row["estimated_calls_per_query"] == row["calls_per_query"]
+        assert row["ndcg@10"] == 1.0 and row["mrr@10"] == 1.0
+        assert row["prompt_tokens_per_query"] > 0  # from the server's usage fields
+        assert row["invalid_output_rate"] == 0 and row["fallbacks"] == 0
+        assert row["repeat_calls"] == 0  # a repeated query comes from the score cache
+    assert strategies["original"]["calls_per_query"] == 0
+    assert strategies["original"]["ndcg@10"] < 0.8
+
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    for row in saved["strategies"].values():
+        assert {"ndcg@10", "mrr@10", "map", "recall@10", "latency_p50_s", "latency_p95_s",
+                "calls_per_query"} <= set(row)
+    assert set(saved["per_query"]["pointwise:json"]) == set(QUERIES)
+    assert saved["per_query"]["pointwise:json"]["q1"]["ranking"][0] == "a3"
+    assert "| pointwise:json |" in (tmp_path / "out" / "results.md").read_text()
+    assert (tmp_path / "out" / "quality_latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("strategy", ["listwise", "sliding_window", "pairwise", "tournament"])
+def test_registry_strategies_spend_exactly_their_estimate(strategy, dataset, tmp_path, scripted_llm):
+    scripted_llm.responder = ranking_llm(relevance)
+    lines: list[str] = []
+    results = run_rerank_bench(bench_args(dataset, tmp_path / "out", scripted_llm.base_url, strategy),
+                               echo=lines.append)
+    assert estimated_total(lines) == scripted_llm.count > 0
+    assert results["strategies"][f"{strategy}:logprobs"]["fallbacks"] == 0
+
+
+def test_a_rerun_reuses_finished_queries(dataset, tmp_path, scripted_llm):
+    scripted_llm.responder = judge(relevance)
+    out = tmp_path / "out"
+    first = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, max_queries=2), echo=lambda _: None)
+    after_first = scripted_llm.count
+    assert after_first == 2 * (DISTINCT_TEXTS["q1"] + DISTINCT_TEXTS["q2"])
+
+    again = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, max_queries=2), echo=lambda _: None)
+    assert scripted_llm.count == after_first  # nothing re-ran
+    assert again["strategies"]["pointwise:json"]["ndcg@10"] == first["strategies"]["pointwise:json"]["ndcg@10"]
+
+    lines: list[str] = []
+    grown = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url), echo=lines.append)
+    assert scripted_llm.count - after_first == 2 * DISTINCT_TEXTS["q3"] == estimated_total(lines)
+    assert grown["strategies"]["pointwise:json"]["queries"] == 3
+
+
+def test_refuses_above_the_threshold_without_yes(dataset, tmp_path, scripted_llm):
+    args = bench_args(dataset, tmp_path / "out", scripted_llm.base_url, yes=False, confirm_above=5)
+    with pytest.raises(ConfirmationRefused, match="add --yes"):
+        run_rerank_bench(args, echo=lambda _: None, ask=lambda _: True, stdin_is_tty=False)
+    with pytest.raises(ConfirmationRefused, match="Not confirmed"):
+        run_rerank_bench(args, echo=lambda _: None, ask=lambda _: False, stdin_is_tty=True)
+    assert scripted_llm.count == 0 and not (tmp_path / "out" / "results.json").exists()
+
+    questions: list[str] = []
+    run_rerank_bench(args, echo=lambda _: None, ask=lambda q: questions.append(q) or True, stdin_is_tty=True)
+    assert "About 20 model calls" in questions[0] and scripted_llm.count == 20
+
+
+def test_cli_prints_the_estimate_and_refuses_without_yes(dataset, tmp_path, scripted_llm, backend):
+    scripted_llm.responder = judge(relevance)
+    app, _ = backend()
+    command = ["bench", "rerank", "--dataset", str(dataset), "--output", str(tmp_path / "cli"),
+               "--base-url", scripted_llm.base_url, "--model", "scripted", "--strategies", "original,pointwise:json",
+               "--confirm-above", "3"]
+    refused = app.test_cli_runner().invoke(args=command)
+    assert refused.exit_code == 1
+    assert "total" in refused.output and "10 calls" in refused.output and "add --yes" in refused.output
+    assert scripted_llm.count == 0
+
+    done = app.test_cli_runner().invoke(args=[*command, "--yes", "--max-queries", "1"])
+    assert done.exit_code == 0, done.output
+    assert scripted_llm.count == DISTINCT_TEXTS["q1"]
+    assert json.loads((tmp_path / "cli" / "results.json").read_text())["strategies"]["pointwise:json"]["queries"] == 1
