@@ -32,6 +32,8 @@ def create_app(config: Config | None = None) -> Flask:
     app.config["APP_CONFIG"] = config
     app.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes
     app.json.sort_keys = False
+    # "//" in a path would otherwise get an HTML 308 redirect; bad paths get the JSON 404 instead.
+    app.url_map.merge_slashes = False
 
     from app.api import errors, graph, health, tasks
     from app.api.auth import install_auth

@@ -69,6 +69,8 @@ def text_field(body: dict, key: str, *, max_chars: int, required: bool = True) -
         raise ApiError(400, "empty_field", f"'{key}' must not be empty or whitespace")
     if len(value) > max_chars:
         raise ApiError(413, "field_too_large", f"'{key}' is longer than {max_chars} characters")
+    if "\x00" in value:  # the graph driver strips NUL, which turns a query into a syntax error
+        raise ApiError(400, "invalid_value", f"'{key}' must not contain NUL characters")
     return value
 
 

