@@ -15,7 +15,7 @@ from app.bench.estimate import ConfirmationRefused
 from app.bench.rerankers import ModelSettings, parse_strategies
 from app.bench.runner import RerankBenchArgs, run_rerank_bench
 from app.config import Config
-from tests.support.scripted_llm import judge
+from tests.support.scripted_llm import judge, unused_base_url
 from tests.support.scripted_rankers import ranking_llm
 
 GRADE_SCORE = {"grade3": 0.9, "grade2": 0.6, "grade1": 0.3, "grade0": 0.05}
@@ -115,6 +115,21 @@ def test_a_rerun_reuses_finished_queries(dataset, tmp_path, scripted_llm):
     grown = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url), echo=lines.append)
     assert scripted_llm.count - after_first == 2 * DISTINCT_TEXTS["q3"] == estimated_total(lines)
     assert grown["strategies"]["pointwise:json"]["queries"] == 3
+
+
+def test_a_query_whose_rerank_fell_back_is_reported_but_retried_later(dataset, tmp_path, scripted_llm):
+    scripted_llm.responder = judge(relevance)
+    out = tmp_path / "out"
+    down = run_rerank_bench(bench_args(dataset, out, unused_base_url(), "pointwise:json", max_queries=1),
+                            echo=lambda _: None)
+    assert down["strategies"]["pointwise:json"]["fallbacks"] == 1  # server unreachable: incoming order
+    assert down["per_query"]["pointwise:json"]["q1"]["ranking"] == ["a0", "a0b", "a1", "a3"]
+
+    retried = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, "pointwise:json", max_queries=1),
+                               echo=lambda _: None)
+    assert scripted_llm.count == DISTINCT_TEXTS["q1"]
+    assert retried["strategies"]["pointwise:json"]["fallbacks"] == 0
+    assert retried["per_query"]["pointwise:json"]["q1"]["ranking"][0] == "a3"
 
 
 def test_refuses_above_the_threshold_without_yes(dataset, tmp_path, scripted_llm):

@@ -16,8 +16,8 @@ def describe_estimate(per_label: Mapping[str, tuple[int, int, int]]) -> list[str
     """Lines for {label: (calls, queries to run, queries reused)} and the total."""
     lines = ["Estimated model calls before running:"]
     for label, (calls, to_run, reused) in per_label.items():
-        lines.append(f"  {label:<24} {calls:>7} calls  ({to_run} queries to run, {reused} reused from earlier runs)")
-    lines.append(f"  {'total':<24} {sum(calls for calls, _, _ in per_label.values()):>7} calls")
+        lines.append(f"  {label:<34} {calls:>7} calls  ({to_run} queries to run, {reused} reused from earlier runs)")
+    lines.append(f"  {'total':<34} {sum(calls for calls, _, _ in per_label.values()):>7} calls")
     return lines
 
 

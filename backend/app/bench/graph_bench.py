@@ -31,7 +31,7 @@ from app.bench.progress import ProgressBar
 from app.bench.report import write_reports
 from app.bench.rerankers import ModelSettings, ModelWaitClock, StrategySpec
 from app.bench.store import ResultStore, run_key
-from app.bench.summary import counter_delta, summarize
+from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.rerank.judge import redact_url
 
@@ -155,7 +155,7 @@ def search_claims(adapter, graph_id, claims, store, limit, progress, label, judg
             "model_wait_s": round(clock.total_s - wait_before, 4),
             **counter_delta(before, judge.counters.snapshot() if judge else {}),
         }
-        store.add(record)
+        store.add(record, persist=not fell_back(record) and not record["error"])
         progress.advance(1 + record["calls"], f"{label} claim {claim.qid} {latency:.1f}s")
 
 

@@ -23,7 +23,7 @@ from app.bench.progress import ProgressBar
 from app.bench.rerankers import BenchReranker, ModelSettings, StrategySpec
 from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
-from app.bench.summary import counter_delta, summarize
+from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.rerank.judge import redact_url
 from app.rerank.prompts import PROMPT_VERSION
@@ -139,7 +139,7 @@ def run_rerank_bench(
                     if query.qid in stores[label].done:
                         continue
                     record = loop.run(measure_query(reranker, query, work[query.qid], args.repeat_check))
-                    stores[label].add(record)
+                    stores[label].add(record, persist=not fell_back(record))
                     progress.advance(record["estimated_calls"] + 1, f"{label} query {query.qid} {record['latency_s']:.1f}s")
         except KeyboardInterrupt:
             interrupted = True

@@ -2,7 +2,8 @@
 
 One JSON line per finished query, appended and flushed as soon as the query is done, in a file
 named by a hash of everything that changes the result (`run_key`). A line cut short by a kill is
-ignored on reading, so that query simply runs again.
+ignored on reading, so that query simply runs again. A query whose whole rerank fell back to the
+incoming order (server down, deadline) is reported but not stored: a rerun tries it again.
 """
 
 from __future__ import annotations
@@ -44,10 +45,13 @@ class ResultStore:
             except (ValueError, KeyError, TypeError):
                 logger.info("Ignoring an unfinished line in %s", self.path)
 
-    def add(self, record: dict) -> None:
+    def add(self, record: dict, persist: bool = True) -> None:
+        """Keep a finished record; `persist=False` reports it now but lets a rerun try it again."""
+        self.done[str(record["qid"])] = record
+        if not persist:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(record, sort_keys=True) + "\n")
             out.flush()
             os.fsync(out.fileno())
-        self.done[str(record["qid"])] = record

@@ -63,3 +63,8 @@ def summarize(records: list[dict], qrels: Mapping, rel_level: int) -> tuple[dict
         row["ranking"] = record["ranking"][:10]
         figures[record["qid"]] = row
     return aggregate, figures
+
+
+def fell_back(record: Mapping) -> bool:
+    """The model never ranked this query (whole-call fallback or open breaker): worth retrying later."""
+    return bool(record.get("fallbacks") or record.get("breaker_skips"))
