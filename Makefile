@@ -31,3 +31,9 @@ local-llm-stop: venv
 # Benchmarks, e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
 bench: venv
 	cd backend && ../$(PY) -m flask --app app bench $(ARGS)
+
+# Load test on waitress: N concurrent clients on POST /api/graph/<id>/search, reranker off and on
+# (a stand-in judge answering in 50-150 ms); fails on any error or more model requests in flight
+# than RERANKER_MAX_PARALLEL. Options: make load LOAD_ARGS="--clients 32 --duration 20 --json-out /tmp/load.json"
+load: venv
+	cd backend && ../$(PY) -m flask --app app load $(LOAD_ARGS)

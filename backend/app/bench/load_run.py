@@ -1,0 +1,186 @@
+"""The pieces of a load run (`flask --app app load`): the API served the production way in its own
+process, a synthetic graph, concurrent keep-alive clients, latency percentiles and memory readings.
+
+The server is `flask --app app serve` (waitress, one process, many threads) with its own DATA_DIR,
+so the graph singleton and its event-loop thread are exercised exactly as in production, and its
+memory is measured apart from the clients'.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BACKEND_DIR = Path(__file__).resolve().parents[2]
+
+_PLACES = ["North Reservoir", "Harbor Station", "Old Mill", "East Pier", "Hill Tank", "River Gate", "Salt Marsh",
+           "Quarry Lake", "Airport Road", "Market Square"]
+_THINGS = ["pressure", "turbidity", "chlorine level", "flow rate", "temperature", "nitrate level", "pump noise",
+           "water level", "pH value", "lead content"]
+_VERBS = ["reports", "logs", "flags a rise in", "measures", "shows a drop in"]
+
+
+def synthetic_facts(count: int) -> list[dict[str, str]]:
+    """Sensor facts with enough varied wording that different queries find different facts."""
+    facts = []
+    for i in range(count):
+        place, thing = _PLACES[i % len(_PLACES)], _THINGS[(i // len(_PLACES)) % len(_THINGS)]
+        verb = _VERBS[i % len(_VERBS)]
+        facts.append({"source": f"Sensor {i}", "target": place, "relation": "installed at",
+                      "fact": f"Sensor {i} at {place} {verb} {thing} during shift {i % 7}"})
+    return facts
+
+
+def synthetic_queries() -> list[str]:
+    return [f"{thing} at {place}" for place in _PLACES for thing in _THINGS[:4]]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def request_json(port: int, method: str, path: str, body: Any = None, timeout: float = 300) -> tuple[int, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        payload = None if body is None else json.dumps(body)
+        connection.request(method, path, payload, {"Content-Type": "application/json"} if payload else {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        connection.close()
+
+
+class ServedApp:
+    """`flask --app app serve` in a subprocess on a free loopback port."""
+
+    def __init__(self, data_dir: Path, log_path: Path, threads: int, env: dict[str, str]) -> None:
+        self.data_dir, self.log_path, self.threads = data_dir, log_path, threads
+        self.port = free_port()
+        self.env = {**os.environ, "DOTENV_PATH": os.devnull, "DATA_DIR": str(data_dir), "HOST": "127.0.0.1",
+                    "PORT": str(self.port), "EMBEDDING_PROVIDER": "local", "GRAPH_BACKEND": "falkordb",
+                    "GRAPHITI_TELEMETRY_ENABLED": "false", "LOG_LEVEL": "WARNING", **env}
+        for name in ("FALKORDB_URL", "API_TOKEN"):  # embedded database, no auth on this private server
+            self.env.pop(name, None)
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 180) -> "ServedApp":
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "flask", "--app", "app", "serve", "--threads", str(self.threads)],
+                cwd=BACKEND_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the API exited with {self.process.returncode}; see {self.log_path}")
+            try:
+                if request_json(self.port, "GET", "/health", timeout=2)[0] == 200:
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the API did not answer within {timeout_s}s; see {self.log_path}")
+
+    def memory(self) -> dict[str, float | None]:
+        database_pid = int((self.data_dir / "falkordb" / "redis.pid").read_text().strip())
+        return {"app_rss_mib": rss_mib(self.process.pid), "falkordb_rss_mib": rss_mib(database_pid)}
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+@dataclass
+class LoadResult:
+    latencies_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, latency_s: float, error: str | None) -> None:
+        with self._lock:
+            self.latencies_s.append(latency_s)
+            if error:
+                self.errors.append(error)
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies_s)
+        return {"requests": len(ordered), "errors": len(self.errors), "first_errors": self.errors[:5],
+                "elapsed_s": round(self.elapsed_s, 2),
+                "throughput_rps": round(len(ordered) / self.elapsed_s, 2) if self.elapsed_s else 0.0,
+                **{f"p{q}_ms": round(percentile(ordered, q) * 1000, 1) for q in (50, 95, 99)},
+                "max_ms": round(ordered[-1] * 1000, 1) if ordered else 0.0}
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list (0 for an empty one)."""
+    if not ordered:
+        return 0.0
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def run_clients(port: int, graph_id: str, queries: list[str], clients: int, duration_s: float,
+                limit: int) -> LoadResult:
+    """`clients` threads, each with one keep-alive connection, searching until the time is up."""
+    result = LoadResult()
+    stop_at = time.monotonic() + duration_s
+    path = f"/api/graph/{graph_id}/search"
+
+    def client(offset: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        turn = offset
+        while time.monotonic() < stop_at:
+            body = json.dumps({"query": queries[turn % len(queries)], "limit": limit})
+            turn += 1
+            started = time.perf_counter()
+            error = None
+            try:
+                connection.request("POST", path, body, {"Content-Type": "application/json"})
+                response = connection.getresponse()
+                answer = json.loads(response.read())
+                if response.status != 200:
+                    error = f"HTTP {response.status}: {answer}"
+                elif answer.get("error") or not answer.get("edges"):
+                    error = f"search error: {answer.get('error') or 'no results'}"
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            result.record(time.perf_counter() - started, error)
+        connection.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(index * 7,), daemon=True) for index in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.elapsed_s = time.monotonic() - started
+    return result
