@@ -84,3 +84,51 @@ def write_reports(results: dict, folder: Path) -> dict[str, Path]:
     paths["markdown"].write_text(markdown_report(results), encoding="utf-8")
     plot_quality_latency(results, paths["plot"])
     return paths
+
+
+def combine(results_list: list[dict]) -> dict[str, dict]:
+    """Several runs' results by dataset, labels prefixed with the model: one table and panel each."""
+    by_dataset: dict[str, dict] = {}
+    for results in results_list:
+        name = f"{results['dataset']} ({results.get('benchmark', 'rerank')})"
+        merged = by_dataset.setdefault(name, {**results, "strategies": {}})
+        for label, row in results["strategies"].items():
+            key = label if label == "original" or label == "reranker off" else f"{results['model']} {label}"
+            merged["strategies"].setdefault(key, row)
+    return by_dataset
+
+
+def write_combined(results_list: list[dict], folder: Path) -> None:
+    """RESULTS.md (a table per dataset) and one quality_latency.png with a panel per dataset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    combined = combine(results_list)
+    parts = ["# Benchmark results", ""]
+    for name, results in combined.items():
+        parts += [f"## {name}", "", f"- date: {results.get('date')}; machine: {results.get('machine')}",
+                  f"- command: `{results.get('command')}`", "", markdown_table(results), ""]
+    (folder / "RESULTS.md").write_text("\n".join(parts), encoding="utf-8")
+
+    figure, axes_list = plt.subplots(1, len(combined), figsize=(5.2 * len(combined), 4.0), dpi=90, squeeze=False)
+    for axes, (name, results) in zip(axes_list[0], combined.items()):
+        for label, row in results["strategies"].items():
+            p50, p95 = row.get("latency_p50_s", 0.0), row.get("latency_p95_s", 0.0)
+            axes.errorbar([p50], [row.get("ndcg@10", 0.0)], xerr=[[0.0], [max(0.0, p95 - p50)]], fmt="o", capsize=3)
+            axes.annotate(label, (p50, row.get("ndcg@10", 0.0)), textcoords="offset points", xytext=(5, 5), fontsize=7)
+        axes.set_title(name, fontsize=9)
+        axes.set_xlabel("latency per query, s (dot p50, bar to p95)", fontsize=8)
+        axes.set_ylabel("nDCG@10", fontsize=8)
+        axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(folder / "quality_latency.png")
+    plt.close(figure)
+
+
+if __name__ == "__main__":  # python -m app.bench.report OUT_DIR results.json...
+    import sys
+
+    write_combined([json.loads(Path(path).read_text()) for path in sys.argv[2:]], Path(sys.argv[1]))
