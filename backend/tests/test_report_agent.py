@@ -64,8 +64,11 @@ def planner(messages, body):
         if step != "WRITE":
             return as_json(step)
         cited = seen_fact_ids(messages)[:2]
-        content = f"The graph says this [{cited[0]}] and that [{cited[1]}]. A rumour says more [{INVENTED}]."
-        return as_json({"action": "write", "content": content})
+        if section_number(messages) == 1:
+            content = f"The graph says this [{cited[0]}] and that [{cited[1]}]. A rumour says more [{INVENTED}]."
+            return as_json({"action": "write", "content": content})
+        content = f"The graph says this [{cited[0]}] and more."  # the second id only under "sources"
+        return as_json({"action": "write", "content": content, "sources": [cited[0], cited[1], INVENTED]})
     return "unexpected request"
 
 
@@ -132,12 +135,14 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     markdown = report["markdown"]
     assert markdown.startswith("# Drinking water in Harbor town\n")
     assert "## 1. Who runs the water supply" in markdown and "## 2. Incidents and history" in markdown
-    assert INVENTED not in markdown and markdown.count(REMOVED_CITATION) == 2
+    assert INVENTED not in markdown and markdown.count(REMOVED_CITATION) == 1  # the listed one is just dropped
     edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
     cited = set(UUID.findall(markdown))
     assert len(cited) == 4 and cited <= set(edges)
-    for uuid in cited:  # each cited fact is listed under Sources with its text
-        assert f"- [{uuid}] {edges[uuid]}" in markdown
+    shown = "\n".join(m["content"] for r in chat_requests(scripted_llm) for m in r.messages
+                      if m["content"].startswith("Result of"))
+    for uuid in cited:  # each cited fact was shown to the model and is listed under Sources with its text
+        assert uuid in shown and f"- [{uuid}] {edges[uuid]}" in markdown
     assert [s["markdown"] for s in report["sections"]] == [
         (folder / "section_01.md").read_text(), (folder / "section_02.md").read_text()]
     assert report["sections"][0]["invalid_calls"] == 1 and report["sections"][1]["tool_calls"] == 2
@@ -205,6 +210,10 @@ def test_citations_are_kept_only_for_facts_a_tool_showed():
     assert cited == ["0a0a0a0a-0000-4000-8000-000000000001"]
     assert removed == ["0a0a0a0a-0000-4000-8000-000000000002"]
     assert cleaned == f"Yes [0A0A0A0A-0000-4000-8000-000000000001], no [{REMOVED_CITATION}]."
+    # Ids only listed in "sources" count too, and are checked the same way.
+    listed = ["[0a0a0a0a-0000-4000-8000-000000000001]", "0a0a0a0a-0000-4000-8000-000000000003", "not an id"]
+    assert verify_citations("No ids inline.", known, listed) == (
+        "No ids inline.", ["0a0a0a0a-0000-4000-8000-000000000001"], ["0a0a0a0a-0000-4000-8000-000000000003"])
 
 
 @pytest.mark.parametrize("reply, problem", [

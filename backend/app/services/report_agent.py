@@ -153,7 +153,7 @@ class ReportAgent:
             try:
                 kind, value, arguments = self._action_of(text)
                 if kind == "write":
-                    return self._written(draft, value, started)
+                    return self._written(draft, value, started, sources=arguments)
                 feedback = self._run_tool(graph_id, draft, value, arguments, started)
             except InvalidCall as problem:
                 draft.invalid_calls += 1
@@ -190,12 +190,14 @@ class ReportAgent:
             self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
                       error=f"{type(error).__name__}: {error}")
             return f"The tool {tool} failed: {type(error).__name__}. {remaining} tool call(s) left."
-        for fact in result.all_facts():
-            self.known.setdefault(fact.uuid, fact)
         text = result.render()
+        shown = text.text()
+        for fact in result.all_facts():
+            if fact.uuid in shown:  # a fact cut by the text budget was never shown, so cannot be cited
+                self.known.setdefault(fact.uuid, fact)
         self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
-                  result_chars=len(text.text()), truncated=text.truncated, facts=len(result.fact_uuids()))
-        return prompts.tool_feedback(tool, text.text(), remaining)
+                  result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()))
+        return prompts.tool_feedback(tool, shown, remaining)
 
     def _write_now(self, draft: SectionDraft, messages: list[dict], failures: int) -> SectionDraft:
         """Budget spent (or the model failing): one last request for the section, then a fallback."""
@@ -207,7 +209,8 @@ class ReportAgent:
                 reply = parse_json_object(text)
                 content = reply.get("content") if reply is not None else text  # prose is accepted here
                 if isinstance(content, str) and content.strip():
-                    return self._written(draft, content.strip(), started)
+                    sources = reply.get("sources") if reply is not None else None
+                    return self._written(draft, content.strip(), started, sources=sources)
                 problem = "the final answer held no section text"
             except ReportLLMError as error:
                 problem = f"{error.error_class}: {error.detail}"
@@ -218,8 +221,8 @@ class ReportAgent:
         self._log("section_fallback", duration_ms=_ms(started), error=problem)
         return draft
 
-    def _written(self, draft: SectionDraft, content: str, started: float) -> SectionDraft:
-        draft.content, draft.cited, draft.removed_citations = verify_citations(content, self.known)
+    def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
+        draft.content, draft.cited, draft.removed_citations = verify_citations(content, self.known, sources)
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations)
         return draft

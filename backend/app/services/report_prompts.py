@@ -41,10 +41,12 @@ SECTION_PROMPT_HEAD = (
 SECTION_PROMPT_TAIL = (
     "\n\nAnswer every turn with only a JSON object, one of:\n"
     '{"action": "tool", "tool": "<tool name>", "arguments": {...}}  to call a tool, or\n'
-    '{"action": "write", "content": "<the section in markdown, without its title>"}  to write the section.\n'
-    "Write only what the tool results support. After each statement cite the fact ids it rests on, "
-    "in square brackets, e.g. [3f2b...]; never cite an id a tool did not show you. Say plainly what "
-    "the graph does not tell."
+    '{"action": "write", "content": "<the section in markdown, without its title>", '
+    '"sources": ["<id of a fact used>", ...]}  to write the section.\n'
+    "Write only what the tool results support. Each fact in a tool result starts with its id in square "
+    "brackets. After each statement cite the ids of the facts it rests on, in square brackets, and list "
+    "every id you used in \"sources\"; never cite an id a tool did not show you. Say plainly what the "
+    "graph does not tell."
 )
 
 
@@ -90,4 +92,4 @@ def invalid_call_feedback(problem: str, remaining: int) -> str:
 
 
 WRITE_NOW = ("The tool budget for this section is spent. Write the section now from the results above: "
-             'answer {"action": "write", "content": "..."}.')
+             'answer {"action": "write", "content": "...", "sources": [...]}.')

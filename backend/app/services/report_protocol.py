@@ -15,13 +15,13 @@ class InvalidCall(ValueError):
 
 
 def parse_action(reply: dict[str, Any]) -> tuple[str, Any, Any]:
-    """('write', content, None) or ('tool', name, arguments); InvalidCall says what is wrong."""
+    """('write', content, sources) or ('tool', name, arguments); InvalidCall says what is wrong."""
     action = str(reply.get("action") or "").strip().lower()
     if action == "write" or (not action and "content" in reply):
         content = reply.get("content")
         if not isinstance(content, str) or not content.strip():
             raise InvalidCall("'content' must be the section as non-empty markdown text")
-        return "write", content.strip(), None
+        return "write", content.strip(), reply.get("sources")
     if action == "tool" or (not action and "tool" in reply):
         tool = reply.get("tool")
         if not isinstance(tool, str) or not tool.strip():
@@ -31,8 +31,16 @@ def parse_action(reply: dict[str, Any]) -> tuple[str, Any, Any]:
                       '(with "content")')
 
 
-def verify_citations(content: str, known: dict[str, FactView]) -> tuple[str, list[str], list[str]]:
-    """(content with unknown fact ids removed, cited known ids, removed ids), ids in order of use."""
+def listed_ids(sources: Any) -> list[str]:
+    """Fact ids from a 'sources' field: a list (or one string) of ids, brackets and text tolerated."""
+    items = [sources] if isinstance(sources, str) else sources if isinstance(sources, list) else []
+    return [match.lower() for item in items if isinstance(item, str) for match in UUID_PATTERN.findall(item)]
+
+
+def verify_citations(content: str, known: dict[str, FactView],
+                     sources: Any = None) -> tuple[str, list[str], list[str]]:
+    """(content with unknown fact ids removed, cited known ids, removed ids), ids in order of use:
+    first those written in the text, then those only listed in `sources`."""
     cited: list[str] = []
     removed: list[str] = []
 
@@ -44,4 +52,7 @@ def verify_citations(content: str, known: dict[str, FactView]) -> tuple[str, lis
         removed.append(uuid)
         return REMOVED_CITATION
 
-    return UUID_PATTERN.sub(check, content), list(dict.fromkeys(cited)), list(dict.fromkeys(removed))
+    content = UUID_PATTERN.sub(check, content)
+    for uuid in listed_ids(sources):
+        (cited if uuid in known else removed).append(uuid)
+    return content, list(dict.fromkeys(cited)), list(dict.fromkeys(removed))

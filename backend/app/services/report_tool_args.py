@@ -49,7 +49,7 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
         _MAX_CHARS,
     ),
     "interview_entities": (
-        Param("topic", "text", "what the interview is about (picks the entities)", required=True, max_chars=500),
+        Param("topic", "text", "what the interview is about; it picks the entities", required=True, max_chars=500),
         Param("questions", "texts", "questions to ask each entity", required=True, maximum=5, max_chars=500),
         Param("entities", "texts", "entity names to interview (default: the most relevant)", maximum=5,
               max_chars=256),
