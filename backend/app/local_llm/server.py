@@ -66,7 +66,10 @@ class ServerStatus:
       unmanaged      no pid record of ours (e.g. started with another DATA_DIR), but the port
                      answers with the configured model: usable, but `stop` here cannot stop it
       other_model    our process is alive but serves a different model
-      not_answering  our process is alive but /v1/models does not answer (loading, busy or stuck)
+      busy           our process is alive and accepts connections, but /v1/models waits behind
+                     a running request (the server serves one request at a time); the pid
+                     record names the configured model, so it is usable
+      not_answering  our process is alive but does not accept connections (still loading)
       port_in_use    no process of ours, and the port answers without the configured model
       stopped        nothing answers on the port
     """
@@ -82,7 +85,7 @@ class ServerStatus:
     @property
     def ready(self) -> bool:
         """Clients can use base_url with model name `model` now."""
-        return self.state in ("running", "unmanaged")
+        return self.state in ("running", "busy", "unmanaged")
 
     def describe(self) -> str:
         pid = f"pid {self.pid}" if self.pid else "no pid"
@@ -127,20 +130,23 @@ def server_status(config: Config) -> ServerStatus:
     record = _read_record(files)
     pid = record.get("pid") if record else None
     alive = pid is not None and _is_our_server(pid)
-    served, reachable = _served_models(base_url(config))
+    probe = _probe(base_url(config))
+    served = probe.models
     if alive:
         if config.local_llm_model in served:
             state = "running"
-        elif reachable and served:
+        elif served or (record and record.get("model") != config.local_llm_model):
             state = "other_model"
-        elif record and record.get("model") != config.local_llm_model:
-            state = "other_model"
+        elif probe.listening:
+            # llama_cpp.server opens its port only after loading the model, so a listening
+            # server that does not answer is busy, not broken.
+            state = "busy"
         else:
             state = "not_answering"
     elif config.local_llm_model in served:
         state = "unmanaged"
     else:
-        state = "port_in_use" if reachable else "stopped"
+        state = "port_in_use" if probe.listening else "stopped"
     return ServerStatus(
         state=state,
         base_url=base_url(config),
@@ -185,9 +191,8 @@ def ensure_server(config: Config, *, startup_timeout_s: float = STARTUP_TIMEOUT_
             )  # fmt: skip
             _stop_locked(files)
         elif status.state == "not_answering":
-            # Probably still loading (a start interrupted by Ctrl-C) or busy with a long
-            # request: /v1/models waits for the model lock. Wait instead of killing it.
-            log.info("Server pid %s is alive but not answering yet; waiting", status.pid)
+            # Probably still loading (a start interrupted by Ctrl-C): wait instead of killing it.
+            log.info("Server pid %s is alive but not listening yet; waiting", status.pid)
             _wait_ready(config, files, status.pid, startup_timeout_s, kill_on_failure=False)
             return status.base_url
 
@@ -224,6 +229,9 @@ def server_command(config: Config, model_file: Path) -> list[str]:
         "--n_ctx", str(CONTEXT_TOKENS),
         "--n_threads", threads,
         "--n_threads_batch", threads,
+        # By default a streamed completion is cancelled as soon as any other request arrives
+        # (even a /v1/models probe); clients share this server, so let requests queue instead.
+        "--interrupt_requests", "False",
     ]  # fmt: skip
 
 
@@ -274,7 +282,7 @@ def _wait_ready(
                 f"The local model server exited during startup. Last lines of {files.log}:\n"
                 f"{_log_tail(files.log)}"
             )
-        served, _ = _served_models(url)
+        served = _probe(url).models
         if config.local_llm_model in served:
             return
         if served:
@@ -368,19 +376,25 @@ def _is_our_server(pid: int) -> bool:
         return not Path("/proc").is_dir()  # no procfs (macOS): trust the pid
 
 
-def _served_models(url: str) -> tuple[list[str], bool]:
-    """(model ids listed by GET {url}/models, whether anything answered on the port)."""
+@dataclass(frozen=True)
+class _Probe:
+    listening: bool  # the port accepted a connection
+    models: list[str]  # model ids from GET /models; empty when it did not answer in time
+
+
+def _probe(url: str) -> _Probe:
+    """GET {url}/models. The endpoint waits for the model lock, so a busy server times out."""
     try:
         response = httpx.get(f"{url}/models", timeout=PROBE_TIMEOUT_S)
-    except httpx.TimeoutException:
-        return [], True  # something is listening but busy
-    except httpx.HTTPError:
-        return [], False
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        return _Probe(listening=False, models=[])
+    except httpx.HTTPError:  # read timeout or dropped connection: someone is there
+        return _Probe(listening=True, models=[])
     try:
         data = response.json().get("data", [])
-        return [str(item.get("id")) for item in data if isinstance(item, dict)], True
+        return _Probe(True, [str(item.get("id")) for item in data if isinstance(item, dict)])
     except (ValueError, AttributeError):
-        return [], True
+        return _Probe(listening=True, models=[])
 
 
 def _read_record(files: ServerFiles) -> dict | None:

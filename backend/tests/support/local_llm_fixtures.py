@@ -4,12 +4,17 @@ Registered in tests/conftest.py through `pytest_plugins`.
 
 `local_llm` (session scope) yields the OpenAI-compatible base URL; the model name to send
 is `local_llm_config.local_llm_model` (LOCAL_LLM_MODEL, default qwen2.5-coder-1.5b).
-The server is started through `app.local_llm.ensure_server` on a free loopback port of
-its own, with its pid record under the session's DATA_DIR, and stopped at the end of the
-session. A private port means a developer's `make local-llm` server, or another test
-session running at the same time on this shared machine, is never reused or stopped by
-this one. The first run installs llama-cpp-python (compiles, minutes) and assembles the
-model into MODEL_CACHE_DIR; later runs reuse both, and the start takes a few seconds.
+
+Test sessions on this machine share one test server per model, on a test port of its own
+(LOCAL_LLM_TEST_PORT, default 18088 for the 1.5B and 18089 for the 0.5B), with its pid
+record and log in a state folder shared by all sessions (not the session's DATA_DIR).
+Each session holds a lease while it runs; the session that ends last stops the server.
+One shared server is what a 2-core machine can afford: several servers running at once
+only fight over the cores, and each holds 2-4 GB of memory. A developer's `make local-llm`
+server (port 8088) is never reused or stopped by the tests.
+
+The first run installs llama-cpp-python (compiles, minutes) and assembles the model into
+MODEL_CACHE_DIR; later runs reuse both, and a start takes a few seconds.
 
 Tests that use `local_llm` get the `local_model` marker automatically, so
 `pytest -m "not local_model"` leaves them out.
@@ -18,13 +23,20 @@ Tests that use `local_llm` get the `local_model` marker automatically, so
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from app.config import Config
+from app.config import LOCAL_LLM_MODELS, Config
 from app.local_llm import ensure_server, stop_server
+from app.local_llm.locking import exclusive_lock
+
+TEST_PORT_BASE = 18088
+SHARED_STATE_DIR = Path(tempfile.gettempdir()) / f"mirofish-local-llm-tests-{os.getuid()}"
 
 
 def free_loopback_port() -> int:
@@ -32,6 +44,54 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def shared_server_config(config: Config) -> Config:
+    """`config` pointed at the shared test server of its model."""
+    base = int(os.environ.get("LOCAL_LLM_TEST_PORT", TEST_PORT_BASE))
+    # One port per model, so sessions that test different models never replace each other's.
+    port = base + LOCAL_LLM_MODELS.index(config.local_llm_model)
+    return dataclasses.replace(config, local_llm_port=port, data_dir=SHARED_STATE_DIR)
+
+
+class _Leases:
+    """Which live test sessions use the shared server on one port (a file per session pid)."""
+
+    def __init__(self, config: Config) -> None:
+        self.folder = SHARED_STATE_DIR / f"leases-{config.local_llm_port}"
+        self.lock = SHARED_STATE_DIR / f"leases-{config.local_llm_port}.lock"
+        self.mine = self.folder / str(os.getpid())
+
+    def take(self) -> None:
+        with exclusive_lock(self.lock):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.mine.touch()
+
+    def release_and_stop_if_last(self, config: Config) -> None:
+        # Under the lease lock, so no session can take a lease between the count and the stop.
+        with exclusive_lock(self.lock):
+            self.mine.unlink(missing_ok=True)
+            if not self._others_alive():
+                stop_server(config)
+
+    def _others_alive(self) -> bool:
+        alive = False
+        for lease in self.folder.glob("*"):
+            if _pid_alive(int(lease.name)):
+                alive = True
+            else:
+                lease.unlink(missing_ok=True)  # a session that was killed
+        return alive
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,13 +102,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def local_llm_config() -> Config:
-    """The settings the session's local server runs with (its own free port)."""
-    return dataclasses.replace(Config.from_env(), local_llm_port=free_loopback_port())
+    """The settings the shared test server runs with (test port, shared state folder)."""
+    return shared_server_config(Config.from_env())
 
 
 @pytest.fixture(scope="session")
 def local_llm(local_llm_config: Config) -> Iterator[str]:
     """Base URL (http://127.0.0.1:<port>/v1) of a running local model server."""
-    url = ensure_server(local_llm_config)
-    yield url
-    stop_server(local_llm_config)
+    leases = _Leases(local_llm_config)
+    leases.take()
+    try:
+        url = ensure_server(local_llm_config)
+        yield url
+    finally:
+        leases.release_and_stop_if_last(local_llm_config)
