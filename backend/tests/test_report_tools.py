@@ -308,3 +308,36 @@ def test_the_tools_never_touch_the_reranker():
         imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
         assert not [name for name in imported if "rerank" in (name or "")], module.__name__
     assert "GraphitiAdapter(self.config).graph" in inspect.getsource(ReportTools)
+
+
+# -- the chat client the tools share ------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"sub_queries": ["a"]}', {"sub_queries": ["a"]}),
+    ('```json\n{"sub_queries": ["a"]}\n```', {"sub_queries": ["a"]}),
+    ('<think>maybe {"x": 1}?</think>Here: {"sub_queries": ["b"]} done', {"sub_queries": ["b"]}),
+    ('Sure! {"broken": } then {"ok": true}', {"ok": True}),
+    ("[1, 2]", None),
+    ("no json at all", None),
+    ("[" * 40 + "]" * 40, None),
+])
+def test_json_answers_are_read_defensively(text, expected):
+    from app.services.report_llm import parse_json_object
+
+    assert parse_json_object(text) == expected
+
+
+def test_llm_errors_never_show_the_key(scripted_llm, caplog):
+    from app.services.report_llm import ReportLLMError
+    from tests.support.scripted_llm import error
+
+    secret = "sk-report-SECRET-77"
+    scripted_llm.responder = judge_or_chat(chat_fn=lambda messages, body: error(401, f"bad key {secret}"))
+    llm = ReportLLM(base_url=scripted_llm.base_url, api_key=secret, model="chat", timeout_s=5)
+    with pytest.raises(ReportLLMError) as raised:
+        llm.chat([{"role": "user", "content": "hi"}])
+    llm.close()
+    assert raised.value.error_class == "AuthenticationError" and "HTTP 401" in str(raised.value)
+    assert secret not in str(raised.value) and secret not in caplog.text
+    assert {k.lower(): v for k, v in scripted_llm.request_headers[0].items()}["authorization"] == f"Bearer {secret}"
+    assert llm.stats()["errors"] == 1 and scripted_llm.requests[0]["temperature"] == 0
