@@ -15,7 +15,7 @@ from app.bench.estimate import ConfirmationRefused
 from app.bench.rerankers import ModelSettings, parse_strategies
 from app.bench.runner import RerankBenchArgs, run_rerank_bench
 from app.config import Config
-from tests.support.scripted_llm import judge, unused_base_url
+from tests.support.scripted_llm import delay, judge, unused_base_url
 from tests.support.scripted_rankers import ranking_llm
 
 GRADE_SCORE = {"grade3": 0.9, "grade2": 0.6, "grade1": 0.3, "grade0": 0.05}
@@ -47,10 +47,11 @@ def dataset(tmp_path):
     return folder
 
 
-def bench_args(dataset, output, base_url, strategies="original,pointwise:logprobs,pointwise:json", **overrides):
-    settings = ModelSettings.from_config(Config(), base_url=base_url, model="scripted", concurrency=2,
+def bench_args(dataset, output, base_url, strategies="original,pointwise:logprobs,pointwise:json", concurrency=2,
+               **overrides):
+    settings = ModelSettings.from_config(Config(), base_url=base_url, model="scripted", concurrency=concurrency,
                                          timeout_s=10, deadline_s=30)
-    values = dict(dataset=dataset, output=output, strategies=parse_strategies(strategies, "logprobs"),
+    values = dict(dataset=dataset.resolve(), output=output, strategies=parse_strategies(strategies, "logprobs"),
                   model=settings, yes=True)
     values.update(overrides)
     return RerankBenchArgs(**values)
@@ -160,3 +161,43 @@ def test_cli_prints_the_estimate_and_refuses_without_yes(dataset, tmp_path, scri
     assert done.exit_code == 0, done.output
     assert scripted_llm.count == DISTINCT_TEXTS["q1"]
     assert json.loads((tmp_path / "cli" / "results.json").read_text())["strategies"]["pointwise:json"]["queries"] == 1
+
+
+def test_ctrl_c_keeps_finished_queries_and_the_same_command_resumes(dataset, tmp_path, scripted_llm):
+    """The real CLI in a child process, interrupted with SIGINT after its first stored query."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    scripted_llm.responder = judge(lambda query, passage: delay(0.4, relevance(query, passage)))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "flask", "--app", "app", "bench", "rerank", "--dataset", str(dataset),
+               "--output", str(out), "--base-url", scripted_llm.base_url, "--model", "scripted",
+               "--strategies", "pointwise:json", "--concurrency", "1", "--yes"]
+    backend_dir = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(command, cwd=backend_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not any(path.read_text().strip() for path in out.glob("runs/*.jsonl")):
+            assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130 and "run the same command to resume" in stderr
+    finished = json.loads((out / "results.json").read_text())["strategies"]["pointwise:json"]["queries"]
+    assert 1 <= finished < 3
+
+    calls_before = scripted_llm.count
+    scripted_llm.responder = judge(relevance)
+    resumed = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, "pointwise:json", concurrency=1),
+                               echo=lambda _: None)
+    assert resumed["strategies"]["pointwise:json"]["queries"] == 3
+    # Only the unfinished queries were judged again (the interrupted one may have been part-way).
+    redone = scripted_llm.count - calls_before
+    assert redone <= sum(DISTINCT_TEXTS[q] for q in ("q2", "q3")) and redone >= DISTINCT_TEXTS["q3"]
