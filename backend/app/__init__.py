@@ -14,8 +14,9 @@ from app.config import Config  # noqa: E402
 
 
 def configure_logging(level: str | None = None) -> None:
+    """Root logging for the app's entry points (serve, CLI, WSGI); LOG_LEVEL through Config."""
     logging.basicConfig(
-        level=level or os.environ.get("LOG_LEVEL", "INFO").upper(),
+        level=level or Config.from_env().log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # Index-exists notices on every graph clone, and one line per HTTP call, drown the app's own log.
@@ -28,6 +29,8 @@ def create_app(config: Config | None = None) -> Flask:
     """Build the app. No database or model server is contacted here: the graph runtime is built
     on the first request that needs it (or by `warm_up`)."""
     config = config or Config.from_env()
+    if not logging.getLogger().handlers:  # `flask <command>` and WSGI servers start with none
+        configure_logging(config.log_level)
     app = Flask(__name__, static_folder=None)
     app.config["APP_CONFIG"] = config
     app.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes

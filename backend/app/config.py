@@ -22,6 +22,7 @@ RERANKER_PROVIDERS = ("ollama", "none")
 RERANKER_SCORE_MODES = ("auto", "logprobs", "json")
 RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
 MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
 _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
@@ -163,6 +164,8 @@ class Config:
     # Report agent
     report_agent_max_tool_calls: int = 6
 
+    log_level: str = "INFO"
+
     @classmethod
     def from_env(cls) -> "Config":
         """Read and validate every setting; raises ValueError naming the bad one."""
@@ -234,6 +237,7 @@ class Config:
             api_token=_env("API_TOKEN"),
             max_request_bytes=_int("MAX_REQUEST_BYTES", cls.max_request_bytes, 1024),
             search_timeout_s=_float("SEARCH_TIMEOUT_S", cls.search_timeout_s, 1),
+            log_level=_choice("LOG_LEVEL", "INFO", LOG_LEVELS).upper(),
             report_agent_max_tool_calls=_int(
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),

@@ -36,6 +36,9 @@ def test_switches_are_case_insensitive(monkeypatch):
         ("EMBEDDING_PROVIDER", "cohere", "('openai', 'local')"),
         ("GRAPHITI_LLM_PROVIDER", "anthropic", "('openai', 'openai_generic')"),
         ("RERANKER_SCORE_MODE", "vibes", "('auto', 'logprobs', 'json')"),
+        ("RERANKER_STRATEGY", "bubble", "('pointwise', 'listwise', 'sliding_window', 'pairwise', 'tournament', 'mmr')"),
+        ("LOCAL_LLM_MODEL", "gpt-4", "('qwen2.5-coder-1.5b', 'qwen2.5-coder-0.5b')"),
+        ("LOG_LEVEL", "loud", "('debug', 'info', 'warning', 'error')"),
     ],
 )
 def test_unknown_switch_values_name_the_allowed_ones(monkeypatch, name, value, allowed):
@@ -60,6 +63,23 @@ def test_small_model_defaults_to_the_model(monkeypatch):
     assert Config.from_env().llm_small_model_name == "qwen2.5-coder-1.5b"
     monkeypatch.setenv("LLM_SMALL_MODEL_NAME", "tiny")
     assert Config.from_env().llm_small_model_name == "tiny"
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("RERANKER_TIMEOUT_S", "0", "RERANKER_TIMEOUT_S must be >= 0.01"),
+        ("RERANKER_CANDIDATES", "0", "RERANKER_CANDIDATES must be >= 1"),
+        ("RERANKER_CACHE_SIZE", "-1", "RERANKER_CACHE_SIZE must be >= 0"),
+        ("RERANKER_BREAKER_THRESHOLD", "0", "RERANKER_BREAKER_THRESHOLD must be >= 1"),
+        ("MAX_REQUEST_BYTES", "10", "MAX_REQUEST_BYTES must be >= 1024"),
+        ("REPORT_AGENT_MAX_TOOL_CALLS", "x", "REPORT_AGENT_MAX_TOOL_CALLS must be an integer"),
+    ],
+)
+def test_number_bounds_name_the_setting(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=message):
+        Config.from_env()
 
 
 def test_numbers_are_validated(monkeypatch):
