@@ -11,6 +11,11 @@ Query and passage are data. A closing delimiter occurring inside either is neutr
 close its own block and smuggle text out of it. The escaping is reversible (`unescape_field`) so
 test servers can recover the exact strings; it only affects the prompt, never the returned passage.
 
+The judge prompt also neutralises chat-template control tokens (`<|im_end|>`, `<|im_start|>`,
+`<|eot_id|>`...: everything opening with `<|`) the same way (`<\\|`): llama.cpp's server parses
+them inside message text (measured: `<|im_end|>` in a message is one token), so a passage could end
+its own turn and start the assistant's answer. Measured effect: app/bench/injection.py.
+
 Bump PROMPT_VERSION whenever any prompt text or the layout changes: it is part of the score cache key.
 """
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-PROMPT_VERSION = "pointwise-1"
+PROMPT_VERSION = "pointwise-2"
 
 ScoreMode = Literal["logprobs", "json"]
 
@@ -59,16 +64,21 @@ _QUESTION = {
 # mapping is a bijection and `unescape_field(escape_field(x)) == x` for every string.
 _CLOSING_TAG = re.compile(r"<(\\*)(/\s*(?:query|passage))", re.IGNORECASE)
 _ESCAPED_CLOSING_TAG = re.compile(r"<(\\*)\\(/\s*(?:query|passage))", re.IGNORECASE)
+# The same, also for `<` + backslashes + `|` (a control token); the two tails never overlap.
+_CLOSING_TAG_OR_CONTROL = re.compile(r"<(\\*)(/\s*(?:query|passage)|\|)", re.IGNORECASE)
+_ESCAPED_CLOSING_TAG_OR_CONTROL = re.compile(r"<(\\*)\\(/\s*(?:query|passage)|\|)", re.IGNORECASE)
 
 
-def escape_field(text: str) -> str:
-    """Neutralise closing delimiters inside a query or passage (see module docstring)."""
-    return _CLOSING_TAG.sub(lambda m: "<" + m.group(1) + "\\" + m.group(2), text)
+def escape_field(text: str, *, control_tokens: bool = False) -> str:
+    """Neutralise closing delimiters (and, if asked, chat control tokens) inside a query or passage."""
+    pattern = _CLOSING_TAG_OR_CONTROL if control_tokens else _CLOSING_TAG
+    return pattern.sub(lambda m: "<" + m.group(1) + "\\" + m.group(2), text)
 
 
-def unescape_field(text: str) -> str:
-    """Inverse of `escape_field`."""
-    return _ESCAPED_CLOSING_TAG.sub(lambda m: "<" + m.group(1) + m.group(2), text)
+def unescape_field(text: str, *, control_tokens: bool = False) -> str:
+    """Inverse of `escape_field` (with the same `control_tokens`)."""
+    pattern = _ESCAPED_CLOSING_TAG_OR_CONTROL if control_tokens else _ESCAPED_CLOSING_TAG
+    return pattern.sub(lambda m: "<" + m.group(1) + m.group(2), text)
 
 
 def system_prompt(mode: ScoreMode, instructions: str | None = None) -> str:
@@ -83,9 +93,9 @@ def build_judge_messages(
 ) -> list[dict[str, str]]:
     """Chat messages asking for one relevance judgement; the passage comes last."""
     user = (
-        f"{QUERY_OPEN}\n{escape_field(query)}\n{QUERY_CLOSE}\n\n"
+        f"{QUERY_OPEN}\n{escape_field(query, control_tokens=True)}\n{QUERY_CLOSE}\n\n"
         f"{_QUESTION[mode]}\n\n"
-        f"{PASSAGE_OPEN}\n{escape_field(passage)}\n{PASSAGE_CLOSE}"
+        f"{PASSAGE_OPEN}\n{escape_field(passage, control_tokens=True)}\n{PASSAGE_CLOSE}"
     )
     return [
         {"role": "system", "content": system_prompt(mode, instructions)},
@@ -112,4 +122,4 @@ def parse_judge_prompt(messages: list[dict]) -> tuple[str, str] | None:
         return None
     query = user[len(QUERY_OPEN) + 1 : query_end]
     passage = user[passage_start + len(PASSAGE_OPEN) + 1 : len(user) - len(PASSAGE_CLOSE) - 1]
-    return unescape_field(query), unescape_field(passage)
+    return unescape_field(query, control_tokens=True), unescape_field(passage, control_tokens=True)
