@@ -25,7 +25,7 @@ from tests.support.scripted_llm import (
 QUERY = "harbor water utility reservoir town"
 LIMIT = 4  # x RERANKER_CANDIDATES=2: eight candidates reach the judge, the whole fact set
 TIMEOUT_S, DEADLINE_S = 1, 3
-MARGIN_S = 1.5  # first stage, query embedding and HTTP on a busy 2-core machine
+MARGIN_S = 2.0  # first stage, query embedding and HTTP on a busy 2-core machine
 API_KEY = "sk-fault-SECRET-93be1"
 FAST = dict(
     RERANKER_PROVIDER="ollama", RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs",
@@ -254,7 +254,7 @@ def test_breaker_opens_stops_paying_the_timeout_and_closes_on_recovery(backend, 
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             body, fast = search(client, water, "ferry island")
-        assert fast < TIMEOUT_S / 2  # the open breaker skips the model entirely
+        assert fast < min(slow)  # the open breaker skips the model: no timeout paid
         assert server.count == requests_so_far
         assert_first_stage_order(body)
         [warning] = warnings(caplog)
