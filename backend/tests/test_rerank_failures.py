@@ -125,8 +125,15 @@ def test_a_call_level_error_fails_even_a_lenient_call(scripted_llm):
 
 def test_an_unreachable_server_fails_a_lenient_call_fast():
     judge = LLMJudge(model="ranker", base_url=unused_base_url(), api_key="k", timeout_s=5)
+
+    async def go():
+        try:
+            return await rerank(QUERY, corpus(8)[0], provider=judge, strategy="pairwise", strict=False)
+        finally:
+            await judge.aclose()
+
     with pytest.raises(RerankProviderError, match="APIConnectionError"):
-        asyncio.run(rerank(QUERY, corpus(8)[0], provider=judge, strategy="pairwise", strict=False))
+        asyncio.run(go())
     assert judge.stats()["model_requests"] <= 2 * 3  # three failed comparisons, not 2 * 28
 
 

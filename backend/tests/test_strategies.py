@@ -145,7 +145,7 @@ def test_tournament_rounds_add_up_points(scripted_llm):
 def test_tournament_groups_run_concurrently_up_to_the_bound(scripted_llm):
     passages, relevance = corpus(100)
     ideal_llm = ranking_llm(table_relevance(relevance))
-    scripted_llm.responder = lambda request: delay(0.05, ideal_llm(request))
+    scripted_llm.responder = lambda request: delay(0.2, ideal_llm(request))
     judge = LLMJudge(model="ranker", base_url=scripted_llm.base_url, api_key="k", timeout_s=5, max_parallel=8)
     outcome = run(scripted_llm, passages, TournamentStrategy(rounds=1, max_parallel_groups=3), judge=judge)
     assert order_of(outcome)[:2] == ideal(100)[:2]
