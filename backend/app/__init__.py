@@ -55,14 +55,20 @@ def create_app(config: Config | None = None) -> Flask:
 
 
 def _register_optional_blueprints(app: Flask) -> None:
-    """Areas that land in their own modules (report, rerank) register themselves when present."""
+    """Areas that live in their own modules (report, rerank) register themselves when present."""
+    for module in import_present("app.api.report", "app.api.rerank"):
+        app.register_blueprint(module.bp)
+
+
+def import_present(*module_names: str) -> list:
+    """Import the named modules that exist; a missing dependency inside one still raises."""
     import importlib
 
-    for module_name in ("app.api.report", "app.api.rerank"):
+    modules = []
+    for module_name in module_names:
         try:
-            module = importlib.import_module(module_name)
+            modules.append(importlib.import_module(module_name))
         except ModuleNotFoundError as error:
             if error.name != module_name:
                 raise
-            continue
-        app.register_blueprint(module.bp)
+    return modules

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 from flask import Flask
 
 # Each module exposes `commands`: a list of click commands or groups.
@@ -11,12 +9,8 @@ _COMMAND_MODULES = ("app.cli.serve", "app.cli.demo", "app.cli.local_llm", "app.c
 
 
 def register_cli(app: Flask) -> None:
-    for module_name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
+    from app import import_present
+
+    for module in import_present(*_COMMAND_MODULES):
         for command in module.commands:
             app.cli.add_command(command)

@@ -49,6 +49,18 @@ def rank_by_scores(passages: list[str], scores: dict[str, float]) -> list[tuple[
     return ranked
 
 
+def breaker_open_fallback(judge: LLMJudge, breaker: "CircuitBreaker", passages: list[str],
+                          log: logging.Logger) -> list[tuple[str, float]]:
+    """The answer while the breaker is open: incoming order, counted, one WARNING on `log`."""
+    judge.counters.add("breaker_skips")
+    log.warning(
+        "Reranker circuit breaker is open for model %r: model skipped for %.1fs more; "
+        "%d passages keep their incoming order",
+        judge.model, breaker.retry_in_s(), len(passages),
+    )
+    return incoming_order(passages)
+
+
 class CircuitBreaker:
     """closed --threshold failures in a row--> open --cooldown--> half_open --success--> closed.
 
@@ -188,13 +200,7 @@ class OllamaReranker(CrossEncoderClient):
             return rank_by_scores(passages, scores)
 
         if not self.breaker.allow():
-            self.judge.counters.add("breaker_skips")
-            logger.warning(
-                "Reranker circuit breaker is open for model %r: model skipped for %.1fs more; "
-                "%d passages keep their incoming order",
-                self.judge.model, self.breaker.retry_in_s(), len(passages),
-            )
-            return incoming_order(passages)
+            return breaker_open_fallback(self.judge, self.breaker, passages, logger)
 
         try:
             async with asyncio.timeout(self.deadline_s):

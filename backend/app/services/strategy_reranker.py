@@ -25,7 +25,7 @@ from app.rerank.judge import LLMJudge
 from app.rerank.strategies.base import strategy_name
 from app.rerank.strategies.prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.types import Document, RerankError, RerankStrategyError, rank_score
-from app.services.ollama_reranker import CircuitBreaker, incoming_order
+from app.services.ollama_reranker import CircuitBreaker, breaker_open_fallback, incoming_order
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +60,7 @@ class StrategyReranker(CrossEncoderClient):
         if not passages:
             return []
         if not self.breaker.allow():
-            self.judge.counters.add("breaker_skips")
-            logger.warning(
-                "Reranker circuit breaker is open for model %r: model skipped for %.1fs more; "
-                "%d passages keep their incoming order",
-                self.judge.model, self.breaker.retry_in_s(), len(passages),
-            )
-            return incoming_order(passages)
+            return breaker_open_fallback(self.judge, self.breaker, passages, logger)
         try:
             async with asyncio.timeout(self.deadline_s):
                 ranked = await self._rank(query, passages)
