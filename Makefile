@@ -28,6 +28,19 @@ local-llm: venv
 local-llm-stop: venv
 	cd backend && ../$(PY) -m app.local_llm stop
 
+# The main job on embedded defaults (app/cli/stack_env.py fills in what you did not set, in the shell
+# or in .env): in-process FalkorDB and embedder; the reranker on an Ollama that answers at
+# RERANKER_BASE_URL, else on the local model server, which the demo installs, assembles and starts
+# itself (what `make local-llm` does) and stops at the end if it started it.
+# Options: make demo DEMO_ARGS="--top-k 5 --questions 2"
+demo: venv
+	@cd backend && exec ../$(PY) -m app.cli.stack_env demo -- ../$(PY) -m flask --app app demo $(DEMO_ARGS)
+
+# The API (waitress) on the same stack; the reranker uses the local model server when it runs
+# (`make local-llm`), else RERANKER_* as configured.
+serve: venv
+	@cd backend && exec ../$(PY) -m app.cli.stack_env serve -- ../$(PY) -m flask --app app serve
+
 # Benchmarks, e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
 bench: venv
 	cd backend && ../$(PY) -m flask --app app bench $(ARGS)
