@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from app.config import Config
 from app.demo.sample_graph import load_questions
 from app.local_llm import server_status
+from app.local_llm.server import server_files
 from tests.conftest import unique_graph_id
 from tests.support.local_llm_fixtures import free_loopback_port
 from tests.support.scripted_llm import ScriptedLLMServer, always, judge, server_error, unused_base_url
@@ -87,11 +89,22 @@ def test_demo_says_so_when_the_model_does_not_answer(backend):
     assert "for 2 question(s) the model gave no answer" in output  # said again under the summary
 
 
+def _adopt_server_record(local_llm_config: Config, data_dir: Path) -> None:
+    """Give `data_dir` a copy of the test server's pid record, as if `make local-llm` had started the
+    server from there: the usual way a server is already up before a demo. (Without a record, a
+    server busy with another session's request cannot be told from a stranger on the port.)"""
+    source = server_files(local_llm_config).record
+    target = server_files(dataclasses.replace(local_llm_config, data_dir=data_dir)).record
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
 @pytest.mark.local_model
-def test_demo_runs_end_to_end_on_the_local_model(backend, local_llm, local_llm_config):
+def test_demo_runs_end_to_end_on_the_local_model(backend, local_llm, local_llm_config, tmp_path):
+    _adopt_server_record(local_llm_config, tmp_path)
     # Generous limits: this checks the wiring on a CPU that other test sessions may be sharing.
-    app, _ = backend(LOCAL_LLM_PORT=local_llm_config.local_llm_port, RERANKER_BASE_URL=unused_base_url(),
-                     RERANKER_TIMEOUT_S=300, RERANKER_DEADLINE_S=900)
+    app, _ = backend(DATA_DIR=tmp_path, LOCAL_LLM_PORT=local_llm_config.local_llm_port,
+                     RERANKER_BASE_URL=unused_base_url(), RERANKER_TIMEOUT_S=300, RERANKER_DEADLINE_S=900)
     result, output = _run_demo(app, "--graph-id", unique_graph_id("demo"), "--questions", "2")
     assert result.exit_code == 0, output
     model = local_llm_config.local_llm_model
