@@ -69,8 +69,8 @@ class DemoSession:
             _step(f"Reranker: {found.describe()} ({found.note}); the local model server is not needed")
             self.endpoint = found
             return found
-        _step(f"Reranker: the local model server ({why_not}). First run: installs llama-cpp-python "
-              "and assembles the model (several minutes); later runs reuse both")
+        _step(f"Reranker: the local model server ({why_not}). The very first run installs "
+              "llama-cpp-python and assembles the model: several minutes, once")
         self.lease = LocalServerLease(self.config)
         started = time.perf_counter()
         self.lease.__enter__()

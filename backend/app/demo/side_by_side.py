@@ -13,7 +13,8 @@ from app.services.graph_search import EdgeHit
 SEPARATOR = " | "
 ON_TOPIC, OFF_TOPIC = "+", "-"
 LEGEND = (f"'{ON_TOPIC}' on topic (a fact a good answer needs), '{OFF_TOPIC}' off topic; "
-          "left scores: first-stage RRF, right scores: the model's P(relevant); [was #n]: first-stage rank")
+          "left scores: first-stage RRF, right scores: the model's P(relevant); [was #n]: rank among the "
+          "first-stage candidates the model judged")
 
 
 @dataclass
