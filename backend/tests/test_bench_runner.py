@@ -112,6 +112,10 @@ def test_a_rerun_reuses_finished_queries(dataset, tmp_path, scripted_llm):
     assert scripted_llm.count == after_first  # nothing re-ran
     assert again["strategies"]["pointwise:json"]["ndcg@10"] == first["strategies"]["pointwise:json"]["ndcg@10"]
 
+    report = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, report_only=True, yes=False,
+                                         confirm_above=0), echo=lambda _: None)
+    assert scripted_llm.count == after_first and report["strategies"]["pointwise:json"]["queries"] == 2
+
     lines: list[str] = []
     grown = run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url), echo=lines.append)
     assert scripted_llm.count - after_first == 2 * DISTINCT_TEXTS["q3"] == estimated_total(lines)

@@ -105,6 +105,9 @@ def test_claims_are_searched_off_and_on_and_mapped_back_to_abstract_ids(subset, 
     again = run_graph_bench(graph_args(folder, tmp_path / "out", scripted_llm.base_url), echo=lines.append)
     assert scripted_llm.count == calls and not any(line.startswith("Importing") for line in lines)
     assert again["strategies"]["reranker on (pointwise:logprobs)"]["ndcg@10"] == on["ndcg@10"]
+    report = run_graph_bench(graph_args(folder, tmp_path / "out", scripted_llm.base_url, report_only=True, yes=False,
+                                        confirm_above=0), echo=lines.append)
+    assert scripted_llm.count == calls and report["strategies"]["reranker off"]["ndcg@10"] == off["ndcg@10"]
 
 
 def test_abstracts_become_title_and_sentence_facts_tagged_with_their_id():

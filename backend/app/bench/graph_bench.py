@@ -29,6 +29,7 @@ from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe
 from app.bench.metrics import percentile
 from app.bench.progress import ProgressBar
 from app.bench.report import write_reports
+from app.bench.runner import BenchInterrupted, finished_by_all
 from app.bench.rerankers import ModelSettings, ModelWaitClock, StrategySpec
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta, fell_back, summarize
@@ -53,6 +54,7 @@ class GraphBenchArgs:
     limit: int = 10
     candidates_factor: int | None = None  # first-stage facts per result slot when reranking
     corpus: str = "candidates"
+    report_only: bool = False  # no import, no search: report the claims both phases have finished
     yes: bool = False
     confirm_above: int = DEFAULT_CONFIRM_ABOVE
     command: str = ""
@@ -187,6 +189,12 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
     for line in describe_estimate(estimate):
         echo(line)
     total_calls = sum(calls for calls, _, _ in estimate.values())
+    if args.report_only:
+        finished = finished_by_all(claims, stores)
+        echo(f"Report only: {len(finished)} of {len(claims)} claims are finished with the reranker off and on.")
+        results = build_results(args, dataset, finished, stores, estimate, graph_id, abstracts, len(facts))
+        write_reports(results, args.output)
+        return results
     confirm_estimate(total_calls, threshold=args.confirm_above, yes=args.yes, ask=ask, stdin_is_tty=stdin_is_tty)
 
     interrupted = False
@@ -207,8 +215,6 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
     results = build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, len(facts))
     write_reports(results, args.output)
     if interrupted:
-        from app.bench.runner import BenchInterrupted
-
         raise BenchInterrupted(results)
     return results
 

@@ -44,6 +44,7 @@ class RerankBenchArgs:
     yes: bool = False
     confirm_above: int = DEFAULT_CONFIRM_ABOVE
     repeat_check: bool = True  # re-rank each pointwise query once more: served from the score cache?
+    report_only: bool = False  # no model call: report the queries every strategy has finished
     config: Config | None = None  # strategy knobs (RERANKER_<KNOB>) and the mmr embedder
     command: str = ""
     extra: dict = field(default_factory=dict)
@@ -127,6 +128,12 @@ def run_rerank_bench(
     for line in describe_estimate(estimate):
         echo(line)
     total_calls = sum(calls for calls, _, _ in estimate.values())
+    if args.report_only:
+        finished = finished_by_all(queries, stores)
+        echo(f"Report only: {len(finished)} of {len(queries)} queries are finished for every strategy; no model call.")
+        results = build_results(args, dataset, finished, stores, estimate)
+        write_reports(results, args.output)
+        return results
     confirm_estimate(total_calls, threshold=args.confirm_above, yes=args.yes, ask=ask, stdin_is_tty=stdin_is_tty)
 
     interrupted = False
@@ -140,7 +147,8 @@ def run_rerank_bench(
                         continue
                     record = loop.run(measure_query(reranker, query, work[query.qid], args.repeat_check))
                     stores[label].add(record, persist=not fell_back(record))
-                    progress.advance(record["estimated_calls"] + 1, f"{label} query {query.qid} {record['latency_s']:.1f}s")
+                    step = f"{label} query {query.qid} {record['latency_s']:.1f}s"
+                    progress.advance(record["estimated_calls"] + 1, step)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -156,6 +164,11 @@ def run_rerank_bench(
     if interrupted:
         raise BenchInterrupted(results)
     return results
+
+
+def finished_by_all(queries, stores) -> list:
+    """The queries every strategy has a stored result for: a like-for-like comparison."""
+    return [query for query in queries if all(query.qid in store.done for store in stores.values())]
 
 
 def build_results(args: RerankBenchArgs, dataset: Dataset, queries, stores, estimate) -> dict:

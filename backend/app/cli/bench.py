@@ -57,6 +57,8 @@ def model_options(function):
         click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="results folder (default: bench-out/<dataset>-<benchmark>)"),
         click.option("--yes", is_flag=True, help="run even when the estimate is above --confirm-above"),
+        click.option("--report-only", is_flag=True,
+                     help="no model call: write the reports from the stored results of these arguments"),
         click.option("--confirm-above", type=click.IntRange(min=0), default=DEFAULT_CONFIRM_ABOVE,
                      show_default=True, help="model calls allowed without --yes"),
     ]
@@ -92,7 +94,8 @@ def bench_group() -> None:
 @model_options
 @with_appcontext
 def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_check, base_url, model, score_mode,
-                   concurrency, timeout_s, deadline_s, max_queries, output, yes, confirm_above) -> None:
+                   concurrency, timeout_s, deadline_s, max_queries, output, yes, report_only,
+                   confirm_above) -> None:
     """Rerank first-stage candidates with each strategy; nDCG@10, MRR@10, MAP, R@10, latency, cost."""
     from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
 
@@ -105,7 +108,8 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
         dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-rerank"),
         strategies=specs, model=model_settings(config, base_url, model, concurrency, timeout_s, deadline_s),
         max_queries=max_queries, candidates=candidates, seed=seed, shuffle=shuffle, yes=yes,
-        confirm_above=confirm_above, repeat_check=not no_repeat_check, config=config, command=command_line(), extra=run_facts(),
+        confirm_above=confirm_above, repeat_check=not no_repeat_check, config=config, report_only=report_only,
+        command=command_line(), extra=run_facts(),
     )
     try:
         results = run_rerank_bench(args, echo=click.echo, ask=ask)
@@ -131,7 +135,7 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
 @model_options
 @with_appcontext
 def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url, model, score_mode, concurrency,
-                  timeout_s, deadline_s, max_queries, output, yes, confirm_above) -> None:
+                  timeout_s, deadline_s, max_queries, output, yes, report_only, confirm_above) -> None:
     """Import SciFact abstracts as facts (no LLM) and search each claim with the reranker off and on."""
     from app.bench.graph_bench import GraphBenchArgs, run_graph_bench
     from app.bench.runner import BenchInterrupted
@@ -147,7 +151,8 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url,
         dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-graph"),
         model=model_settings(config, base_url, model, concurrency, timeout_s, deadline_s), strategy=specs[0],
         config=config, max_queries=max_queries or 50, limit=limit, candidates_factor=candidates_factor,
-        corpus=corpus, yes=yes, confirm_above=confirm_above, command=command_line(), extra=run_facts(),
+        corpus=corpus, report_only=report_only, yes=yes, confirm_above=confirm_above, command=command_line(),
+        extra=run_facts(),
     )
     try:
         results = run_graph_bench(args, echo=click.echo, ask=ask)
