@@ -91,9 +91,12 @@ def combine(results_list: list[dict]) -> dict[str, dict]:
     by_dataset: dict[str, dict] = {}
     for results in results_list:
         name = f"{results['dataset']} ({results.get('benchmark', 'rerank')})"
-        merged = by_dataset.setdefault(name, {**results, "strategies": {}})
+        merged = by_dataset.setdefault(name, {**results, "strategies": {}, "runs": []})
+        merged["runs"].append(f"{results.get('model')}, {results.get('date')}: `{results.get('command')}`")
         for label, row in results["strategies"].items():
-            key = label if label == "original" or label == "reranker off" else f"{results['model']} {label}"
+            # Baselines carry their query count: runs of different lengths must not share a row.
+            key = (f"{label} ({row['queries']} queries)" if label in ("original", "reranker off")
+                   else f"{results['model']} {label} ({row['queries']} queries)")
             merged["strategies"].setdefault(key, row)
     return by_dataset
 
@@ -109,8 +112,8 @@ def write_combined(results_list: list[dict], folder: Path) -> None:
     combined = combine(results_list)
     parts = ["# Benchmark results", ""]
     for name, results in combined.items():
-        parts += [f"## {name}", "", f"- date: {results.get('date')}; machine: {results.get('machine')}",
-                  f"- command: `{results.get('command')}`", "", markdown_table(results), ""]
+        parts += [f"## {name}", "", f"- machine: {results.get('machine')}",
+                  *[f"- {run}" for run in results["runs"]], "", markdown_table(results), ""]
     (folder / "RESULTS.md").write_text("\n".join(parts), encoding="utf-8")
 
     figure, axes_list = plt.subplots(1, len(combined), figsize=(5.2 * len(combined), 4.0), dpi=90, squeeze=False)
