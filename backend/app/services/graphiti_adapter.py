@@ -137,11 +137,11 @@ def _build_llm_and_embedder(config: Config):
         base_url=config.llm_base_url,
     )
     if config.graphiti_llm_provider == "openai_generic":
-        # json_object output: works with servers that reject json_schema (llama.cpp). The client's
-        # default is json_schema (graphiti-core 0.31.1), so the mode must be asked for by name.
-        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+        # json_object output carrying the schema: works with servers that reject json_schema
+        # (llama.cpp), which turn the schema into a grammar that small models cannot break.
+        from app.services.schema_json_client import SchemaGuidedJsonClient
 
-        llm_client = OpenAIGenericClient(config=llm_config, structured_output_mode="json_object")
+        llm_client = SchemaGuidedJsonClient(config=llm_config)
     else:
         from graphiti_core.llm_client.openai_client import OpenAIClient
 
