@@ -1,12 +1,16 @@
-"""Graphiti's OpenAI-compatible LLM client for servers without `json_schema` (llama.cpp), made usable
-by small models.
+"""Graphiti's LLM client for llama.cpp-style servers (GRAPHITI_LLM_PROVIDER=openai_generic).
 
-llama-cpp-python's server answers `response_format: {"type": "json_schema", ...}` (Graphiti's
-default) with HTTP 500. Plain `json_object` works, with the schema pasted into the prompt, but a
-1.5B model then often answers with the schema itself (`{"$defs": ...}`) instead of an instance, and
-the extraction fails validation. llama-cpp-python also accepts `{"type": "json_object", "schema":
-{...}}` and compiles the schema into a grammar, so the model can only produce an instance of it.
-Servers that do not know the extra `schema` key (Ollama, vLLM) ignore it and behave as json_object.
+llama-cpp-python's server answers Graphiti's `response_format: {"type": "json_schema", ...}` with
+HTTP 500. It does accept `{"type": "json_object", "schema": {...}}` and compiles the schema into a
+grammar, so the model can only write an instance of it. Measured here with the 1.5B model on
+Graphiti's entity-extraction prompt (two short chunks): plain json_object with the schema pasted
+into the prompt (OpenAIGenericClient's fallback) came back as the schema itself (`{"$defs": ...}`);
+the grammar plus the pasted schema returned no entities in 6 of 16 tries; the grammar alone
+returned the entities in 12 of 12. So this client sends the schema in the request only, and
+decodes greedily.
+
+A server that ignores the extra `schema` key would get no schema at all: for servers that support
+`json_schema`, use GRAPHITI_LLM_PROVIDER=openai.
 """
 
 from __future__ import annotations
@@ -19,14 +23,17 @@ from pydantic import BaseModel
 
 
 class SchemaGuidedJsonClient(OpenAIGenericClient):
-    """OpenAIGenericClient in json_object mode whose requests also carry the response schema."""
+    """OpenAIGenericClient that sends the response schema as a llama.cpp json_object grammar."""
 
     def __init__(self, config: LLMConfig):
-        super().__init__(config=config, structured_output_mode="json_object")
+        # "json_schema" mode only tells the parent that the server enforces the schema, so it does
+        # not paste it into the prompt; the wire format is chosen below.
+        super().__init__(config=config, structured_output_mode="json_schema")
+        # Extraction is not creative writing; LLMConfig's default temperature is 1.
+        self.temperature = 0.0
 
     def _build_response_format(self, response_model: type[BaseModel] | None) -> dict[str, Any]:
-        # Overrides a private hook of graphiti-core 0.31.1 (pinned); the schema is also still
-        # injected into the prompt by the json_object mode, which helps the model fill it in.
+        # Overrides a private hook of graphiti-core 0.31.1 (pinned).
         if response_model is None:
             return {"type": "json_object"}
         return {"type": "json_object", "schema": response_model.model_json_schema()}
