@@ -61,6 +61,7 @@ class DemoSession:
         self.lease: LocalServerLease | None = None
         self.endpoint: RerankerEndpoint | None = None
         self.built_graph_runtime = False
+        self.embedded_db = False
         self.comparison: Comparison | None = None
 
     def choose_endpoint(self) -> RerankerEndpoint:
@@ -73,8 +74,7 @@ class DemoSession:
               "llama-cpp-python and assembles the model: several minutes, once")
         self.lease = LocalServerLease(self.config)
         started = time.perf_counter()
-        self.lease.__enter__()
-        self.endpoint = self.lease.endpoint
+        self.endpoint = self.lease.start()
         click.echo(f"    {self.endpoint.describe()}: {self.endpoint.note} ({time.perf_counter() - started:.1f} s)")
         return self.endpoint
 
@@ -84,6 +84,7 @@ class DemoSession:
         self.built_graph_runtime = not graphiti_adapter.graphiti_is_built()
         started = time.perf_counter()
         runtime = graphiti_adapter.GraphitiAdapter(self.config).runtime
+        self.embedded_db = runtime.embedded_db is not None
         where = (f"embedded FalkorDB on 127.0.0.1:{runtime.embedded_db.port}, data in {runtime.embedded_db.data_dir}"
                  if runtime.embedded_db else f"{runtime.config.graph_backend} as configured")
         _step(f"Graph database: {where} ({time.perf_counter() - started:.1f} s)")
@@ -98,7 +99,8 @@ class DemoSession:
 
             reset_graphiti()
             self.built_graph_runtime = False
-            click.echo("Stopped the embedded graph database.")
+            if self.embedded_db:
+                click.echo("Stopped the embedded graph database.")
         if self.lease is not None:
             if self.lease.release():
                 click.echo("Stopped the local model server that the demo started.")

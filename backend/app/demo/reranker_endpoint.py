@@ -78,6 +78,14 @@ class LocalServerLease:
         self.endpoint: RerankerEndpoint | None = None
 
     def __enter__(self) -> "LocalServerLease":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+    def start(self) -> RerankerEndpoint:
+        """Ensure the server runs (installing and assembling what is missing); its endpoint."""
         from app.local_llm import ensure_server, server_status
 
         state = server_status(self.config).state
@@ -85,17 +93,14 @@ class LocalServerLease:
         self.started_here = state in ("stopped", "other_model")
         try:
             url = ensure_server(self.config)
-        except BaseException:  # `with` does not call __exit__ when __enter__ raises
+        except BaseException:  # a start cut short by an error or Ctrl-C is stopped too
             self.release()
             raise
         self.endpoint = RerankerEndpoint(
             url, self.config.local_llm_model, "local",
             "started for this demo" if self.started_here else "already running; left running afterwards",
         )
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.release()
+        return self.endpoint
 
     def release(self) -> bool:
         """Stop the server if this lease started it; True when it stopped one."""
