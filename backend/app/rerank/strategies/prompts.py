@@ -18,6 +18,10 @@ The passages are data: a JSON array, one object per line. `escape_field` is appl
 serialised array, which neutralises any closing delimiter (`</passages>`, `</query>`) inside a
 passage, and stays valid JSON that decodes to the exact original text: JSON doubles every
 backslash, so the one `escape_field` adds always makes an odd run, and `\\/` decodes to `/`.
+Chat-template control tokens (`<|im_end|>`...) are neutralised too, as in the pointwise prompt: in the
+query by `escape_field(..., control_tokens=True)`, in the array by writing the `|` after `<` as the
+JSON escape `\\u007c`, which the model does not read as a control token and `json.loads` decodes to
+the exact original `|`.
 
 Bump STRATEGY_PROMPT_VERSION whenever any text here changes.
 """
@@ -31,7 +35,7 @@ from typing import Literal
 
 from app.rerank.prompts import QUERY_CLOSE, QUERY_OPEN, escape_field, unescape_field
 
-STRATEGY_PROMPT_VERSION = "strategies-1"
+STRATEGY_PROMPT_VERSION = "strategies-2"
 
 PromptKind = Literal["listwise", "select", "pairwise"]
 
@@ -88,11 +92,12 @@ def _system(kind: PromptKind, instructions: str | None) -> str:
 
 def _passages_block(items: list[dict]) -> str:
     lines = ",\n".join(json.dumps(item, ensure_ascii=False) for item in items)
-    return f"{PASSAGES_OPEN}\n" + escape_field(f"[{lines}]") + f"\n{PASSAGES_CLOSE}"
+    array = escape_field(f"[{lines}]").replace("<|", "<\\u007c")  # still JSON, no control token left
+    return f"{PASSAGES_OPEN}\n{array}\n{PASSAGES_CLOSE}"
 
 
 def _messages(kind: PromptKind, query: str, question: str, items: list[dict], instructions: str | None):
-    user = f"{QUERY_OPEN}\n{escape_field(query)}\n{QUERY_CLOSE}\n\n{question}\n\n{_passages_block(items)}"
+    user = f"{QUERY_OPEN}\n{escape_field(query, control_tokens=True)}\n{QUERY_CLOSE}\n\n{question}\n\n{_passages_block(items)}"
     return [{"role": "system", "content": _system(kind, instructions)}, {"role": "user", "content": user}]
 
 
@@ -144,7 +149,7 @@ def parse_strategy_prompt(messages: list[dict]) -> StrategyPrompt | None:
     select = _SELECT_COUNT.match(question)
     return StrategyPrompt(
         kind=kind,
-        query=unescape_field(user[len(QUERY_OPEN) + 1 : query_end]),
+        query=unescape_field(user[len(QUERY_OPEN) + 1 : query_end], control_tokens=True),
         passages=[item["passage"] for item in items],
         select=int(select.group(1)) if select else None,
     )
