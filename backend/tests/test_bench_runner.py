@@ -122,6 +122,25 @@ def test_a_rerun_reuses_finished_queries(dataset, tmp_path, scripted_llm):
     assert grown["strategies"]["pointwise:json"]["queries"] == 3
 
 
+def test_a_rerun_with_other_strategy_knobs_does_not_reuse_results(dataset, tmp_path, scripted_llm):
+    """A sliding window of 2 and one of 3 rank differently: a finished run of one is not the other's."""
+    scripted_llm.responder = ranking_llm(relevance)
+    out = tmp_path / "out"
+
+    def run(window: int) -> list[str]:
+        lines: list[str] = []
+        config = Config(reranker_window_size=window, reranker_window_stride=1)
+        run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, "sliding_window", config=config),
+                         echo=lines.append)
+        return lines
+
+    run(2)
+    after_first = scripted_llm.count
+    assert "0 reused" in " ".join(run(3)) and scripted_llm.count > after_first
+    after_second = scripted_llm.count
+    assert "3 reused" in " ".join(run(2)) and scripted_llm.count == after_second
+
+
 def test_a_query_whose_rerank_fell_back_is_reported_but_retried_later(dataset, tmp_path, scripted_llm):
     scripted_llm.responder = judge(relevance)
     out = tmp_path / "out"
