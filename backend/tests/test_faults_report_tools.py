@@ -128,6 +128,7 @@ def test_report_tools_rerank_again_once_the_server_recovers(faulty_client, llm):
     llm.responder = always(server_error())
     failed = client.post(f"/api/report/{gid}/tools/search_graph", json={"query": QUERY, "limit": 8}).get_json()
     assert all(f["rank"] == f["first_stage_rank"] for f in failed["result"]["facts"])
+    assert failed["result"]["reranked"] is False  # the judge failed: the order is the first stage's
 
     llm.responder = when(lambda request: request.judge_fields is None, '{"sub_queries": []}',
                          otherwise=judge(_recovered_judge))

@@ -118,6 +118,9 @@ def test_a_dead_judge_leaves_the_first_stage_order(backend, water_graph, caplog)
     assert [edge["first_stage_rank"] for edge in body["edges"]] == [1, 2, 3, 4]  # the first-stage order
     assert {edge["fact"] for edge in body["edges"]} <= set(rrf)
     assert body["error"] is None
+    # Not called reranked: the model made no order, so no rerank score and the first stage's own scores.
+    assert body["reranked"] is False
+    assert all(edge["rerank_score"] is None and edge["score"] == edge["first_stage_score"] for edge in body["edges"])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name.endswith("ollama_reranker")]
     assert len(warnings) == 1 and "qwen2.5:3b" in warnings[0].getMessage()
 

@@ -24,6 +24,8 @@ from graphiti_core.search.search import search as graphiti_search
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF
 from graphiti_core.search.search_filters import SearchFilters
 
+from app.services.ollama_reranker import RANK_FELL_BACK
+
 SCOPES = ("edges", "nodes", "both")
 
 logger = logging.getLogger(__name__)
@@ -153,14 +155,21 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
 
 
 async def _order(reranker, enabled: bool, query: str, passages: list[str], first_scores: list[float]):
+    """(positions with scores best first, whether the model made this order)."""
     first_stage = [(index, float(score)) for index, score in enumerate(first_scores)]
     if not enabled:
-        return first_stage
+        return first_stage, False
+    fell_back = RANK_FELL_BACK.set(False)
     try:
-        return await rerank_positions(reranker, query, passages)
+        ordered = await rerank_positions(reranker, query, passages)
+        if RANK_FELL_BACK.get():  # the reranker already logged why; answer exactly as with it off
+            return first_stage, False
+        return ordered, bool(passages)
     except Exception as error:  # the reranker should never raise; a search must still answer
         logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
-        return first_stage
+        return first_stage, False
+    finally:
+        RANK_FELL_BACK.reset(fell_back)
 
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
@@ -183,15 +192,17 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
 
     edge_passages = [edge.fact for edge in first.edges]
     node_passages = [node_passage(node) for node in first.nodes]
-    edge_order, node_order, names = await asyncio.gather(
+    (edge_order, edges_reranked), (node_order, nodes_reranked), names = await asyncio.gather(
         _order(runtime.reranker, enabled, query, edge_passages, first.edge_reranker_scores),
         _order(runtime.reranker, enabled, query, node_passages, first.node_reranker_scores),
         _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),
     )
     rerank_ms = (time.perf_counter() - started) * 1000 - first_stage_ms
+    # "reranked" means the model made the order of every list that had candidates.
+    reranked = enabled and (edges_reranked or not edge_passages) and (nodes_reranked or not node_passages)
 
     edges = [
-        _edge_hit(first.edges[index], score, rank, index, first.edge_reranker_scores, names, enabled)
+        _edge_hit(first.edges[index], score, rank, index, first.edge_reranker_scores, names, edges_reranked)
         for rank, (index, score) in enumerate(edge_order[:limit], start=1)
     ]
     nodes = [
@@ -204,14 +215,14 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
             rank=rank,
             first_stage_rank=index + 1,
             first_stage_score=_at(first.node_reranker_scores, index),
-            rerank_score=score if enabled else None,
+            rerank_score=score if nodes_reranked else None,
         )
         for rank, (index, score) in enumerate(node_order[:limit], start=1)
     ]
     return SearchOutcome(
         edges=edges,
         nodes=nodes,
-        reranked=enabled,
+        reranked=reranked,
         timings_ms={"first_stage": round(first_stage_ms, 1), "rerank": round(rerank_ms, 1)},
     )
 
@@ -220,7 +231,7 @@ def _at(scores: list[float], index: int) -> float:
     return float(scores[index]) if index < len(scores) else 0.0
 
 
-def _edge_hit(edge: EntityEdge, score, rank, index, first_scores, names, enabled) -> EdgeHit:
+def _edge_hit(edge: EntityEdge, score, rank, index, first_scores, names, reranked) -> EdgeHit:
     return EdgeHit(
         uuid=edge.uuid,
         fact=edge.fact,
@@ -228,7 +239,7 @@ def _edge_hit(edge: EntityEdge, score, rank, index, first_scores, names, enabled
         rank=rank,
         first_stage_rank=index + 1,
         first_stage_score=_at(first_scores, index),
-        rerank_score=score if enabled else None,
+        rerank_score=score if reranked else None,
         relation=edge.name,
         source=names.get(edge.source_node_uuid),
         target=names.get(edge.target_node_uuid),

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import threading
 import time
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
@@ -30,8 +31,20 @@ logger = logging.getLogger(__name__)
 SCORE_FLOOR = 1e-6
 
 
+# Set when a rank call in the current task fell back to the incoming order. The cross-encoder
+# interface returns only (passage, score), so this is how graph search learns that an order was not
+# the model's and stops calling it reranked (see graph_search._order).
+RANK_FELL_BACK: ContextVar[bool] = ContextVar("rank_fell_back", default=False)
+
+
+def fallback_order(passages: list[str]) -> list[tuple[str, float]]:
+    """The incoming order as a failed call's answer, flagged in RANK_FELL_BACK."""
+    RANK_FELL_BACK.set(True)
+    return incoming_order(passages)
+
+
 def incoming_order(passages: list[str]) -> list[tuple[str, float]]:
-    """The fallback ranking: incoming order, scores 1.0 descending and always > 0."""
+    """The incoming order, scores 1.0 descending and always > 0."""
     count = len(passages)
     return [(passage, 1.0 - index / (count + 1)) for index, passage in enumerate(passages)]
 
@@ -58,7 +71,7 @@ def breaker_open_fallback(judge: LLMJudge, breaker: "CircuitBreaker", passages: 
         "%d passages keep their incoming order",
         judge.model, breaker.retry_in_s(), len(passages),
     )
-    return incoming_order(passages)
+    return fallback_order(passages)
 
 
 class CircuitBreaker:
@@ -254,4 +267,4 @@ class OllamaReranker(CrossEncoderClient):
             f"; circuit breaker open for {self.breaker.cooldown_s:g}s" if opened else "",
             exc_info=exc,
         )
-        return incoming_order(passages)
+        return fallback_order(passages)

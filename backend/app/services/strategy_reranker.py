@@ -25,7 +25,7 @@ from app.rerank.judge import LLMJudge
 from app.rerank.strategies.base import strategy_name
 from app.rerank.strategies.prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.types import Document, RerankError, RerankStrategyError, rank_score
-from app.services.ollama_reranker import CircuitBreaker, breaker_open_fallback, incoming_order
+from app.services.ollama_reranker import CircuitBreaker, breaker_open_fallback, fallback_order
 
 logger = logging.getLogger(__name__)
 
@@ -120,4 +120,4 @@ class StrategyReranker(CrossEncoderClient):
             f"; circuit breaker open for {self.breaker.cooldown_s:g}s" if opened else "",
             exc_info=exc,
         )
-        return incoming_order(passages)
+        return fallback_order(passages)
