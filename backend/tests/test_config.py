@@ -35,7 +35,7 @@ def test_switches_are_case_insensitive(monkeypatch):
         ("RERANKER_PROVIDER", "olama", "('ollama', 'none')"),
         ("EMBEDDING_PROVIDER", "cohere", "('openai', 'local')"),
         ("GRAPHITI_LLM_PROVIDER", "anthropic", "('openai', 'openai_generic')"),
-        ("RERANKER_SCORE_MODE", "vibes", "('auto', 'logprobs', 'json')"),
+        ("RERANKER_SCORE_MODE", "vibes", "('auto', 'logprobs', 'json', 'graded')"),
         ("RERANKER_STRATEGY", "bubble", "('pointwise', 'listwise', 'sliding_window', 'pairwise', 'tournament', 'mmr')"),
         ("LOCAL_LLM_MODEL", "gpt-4", "('qwen2.5-coder-1.5b', 'qwen2.5-coder-0.5b')"),
         ("LOG_LEVEL", "loud", "('debug', 'info', 'warning', 'error')"),

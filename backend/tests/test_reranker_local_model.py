@@ -30,7 +30,7 @@ def distractor_graph(client):
     return gid
 
 
-@pytest.mark.parametrize("score_mode", ["logprobs", "json"])
+@pytest.mark.parametrize("score_mode", ["logprobs", "graded", "json"])
 def test_the_relevant_fact_outranks_keyword_distractors(backend, local_llm, local_llm_config, distractor_graph,
                                                         score_mode):
     backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=local_llm, RERANKER_MODEL=local_llm_config.local_llm_model,

@@ -24,11 +24,13 @@ import openai
 from app.rerank.prompts import PROMPT_VERSION, ScoreMode, build_judge_messages
 from app.rerank.request_limit import RequestLimit
 from app.rerank.score_cache import ScoreCache, score_key
-from app.rerank.score_parsing import parse_json_score, yes_no_from_text, yes_probability
+from app.rerank.score_parsing import (
+    expected_grade, grade_from_text, parse_json_score, yes_no_from_text, yes_probability,
+)
 
 logger = logging.getLogger(__name__)
 
-SCORE_MODES = ("auto", "logprobs", "json")
+SCORE_MODES = ("auto", "logprobs", "json", "graded")
 TOP_LOGPROBS = 10  # alternatives requested per position; yes/no are nearly always among them
 # 401/403/404 (wrong key, no access, unknown model) will fail every request of a call alike.
 _CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
@@ -135,7 +137,7 @@ class LLMJudge:
         self.instructions = instructions
         self.counters = JudgeCounters()
         self._api_key = api_key or "unused"  # Ollama ignores the key, the SDK insists on one
-        self._mode_in_use: ScoreMode = "json" if score_mode == "json" else "logprobs"
+        self._mode_in_use: ScoreMode = "logprobs" if score_mode == "auto" else score_mode
         self._limit = RequestLimit(max_parallel)
         self._cache = ScoreCache(cache_size)
         self._lock = threading.Lock()
@@ -172,11 +174,16 @@ class LLMJudge:
             score = yes_probability(answer.logprob_positions)
             if score is None:
                 score = yes_no_from_text(answer.text)
+        elif mode == "graded":  # no auto switch: without logprobs the written digit still grades
+            answer = await self._chat(messages, max_tokens=1, logprobs=True)
+            score = expected_grade(answer.logprob_positions)
+            if score is None:
+                score = grade_from_text(answer.text)
         else:
             answer = await self._chat(messages, max_tokens=self.max_tokens, json_object=True)
             score = parse_json_score(answer.text)
         if score is None:
-            raise self._invalid_output("no yes/no or score in the answer")
+            raise self._invalid_output(f"no {'grade' if mode == 'graded' else 'yes/no or score'} in the answer")
         self._cache.put(score_key(self.model, PROMPT_VERSION, mode, query, passage), score)
         return score
 

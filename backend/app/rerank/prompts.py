@@ -17,6 +17,12 @@ them inside message text (measured: `<|im_end|>` in a message is one token), so 
 its own turn and start the assistant's answer. Measured effect: app/bench/injection.py.
 
 Bump PROMPT_VERSION whenever any prompt text or the layout changes: it is part of the score cache key.
+(The score mode is part of the key too, so adding a mode with its own texts needs no bump.)
+
+Score modes: `logprobs` asks yes/no and reads P(yes); `graded` asks for a grade 0-3 and reads the
+expected grade from the digit probabilities (finer labels separate "on topic" from "answers it",
+which a yes/no judge folds together: Zhuang et al. 2023, "Beyond Yes and No"); `json` asks for
+{"score": S} as text, for servers without logprobs.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Literal
 
 PROMPT_VERSION = "pointwise-2"
 
-ScoreMode = Literal["logprobs", "json"]
+ScoreMode = Literal["logprobs", "json", "graded"]
 
 QUERY_OPEN = "<query>"
 QUERY_CLOSE = "</query>"
@@ -36,6 +42,8 @@ PASSAGE_CLOSE = "</passage>"
 # The words the logprobs prompt asks for; score_parsing matches them case-insensitively.
 YES_WORD = "yes"
 NO_WORD = "no"
+# The grades the graded prompt asks for, lowest first; score = expected grade / top grade.
+GRADES = ("0", "1", "2", "3")
 
 _SHARED_RULES = (
     "You judge whether a passage is relevant to a search query.\n"
@@ -48,6 +56,13 @@ _SHARED_RULES = (
 
 _ANSWER_RULE = {
     "logprobs": f"Answer with exactly one word: {YES_WORD} or {NO_WORD}.",
+    "graded": (
+        "Grade the passage with exactly one digit:\n"
+        "3 = the passage is about the query and contains its exact answer\n"
+        "2 = the passage answers the query, but the answer is partial, unclear or buried in other text\n"
+        "1 = the passage is on the query's topic but does not answer it\n"
+        "0 = the passage has nothing to do with the query"
+    ),
     "json": (
         'Answer with only a JSON object of the form {"score": S}, where S is a number from 0 '
         "(irrelevant) to 1 (answers the query)."
@@ -56,6 +71,7 @@ _ANSWER_RULE = {
 
 _QUESTION = {
     "logprobs": f"Is the passage below relevant to the query? Answer {YES_WORD} or {NO_WORD}.",
+    "graded": f"How well does the passage below answer the query? Answer with one digit: {', '.join(GRADES)}.",
     "json": 'How relevant is the passage below to the query? Answer {"score": S} with S from 0 to 1.',
 }
 
@@ -101,6 +117,15 @@ def build_judge_messages(
         {"role": "system", "content": system_prompt(mode, instructions)},
         {"role": "user", "content": user},
     ]
+
+
+def judge_prompt_mode(messages: list[dict]) -> ScoreMode | None:
+    """The score mode a judge prompt was built for (by its question line); None if not a judge prompt."""
+    if parse_judge_prompt(messages) is None:
+        return None
+    user = next(m["content"] for m in reversed(messages) if m.get("role") == "user")
+    question = user[user.find("\n" + QUERY_CLOSE + "\n\n") + len(QUERY_CLOSE) + 3:].split("\n", 1)[0]
+    return next((mode for mode, text in _QUESTION.items() if question == text), None)
 
 
 def parse_judge_prompt(messages: list[dict]) -> tuple[str, str] | None:

@@ -5,6 +5,9 @@ Two readings:
   mentions yes or no. Tokens are matched by their STRING, case-insensitively and without surrounding
   whitespace or BPE/SentencePiece space markers, because token ids differ between models and
   Ollama has no logit_bias. Variants of one word ("Yes", " yes", "YES") add up.
+- graded: the expected grade E[g] / 3 over the digits 0-3 among the top alternatives of the first
+  answer position that offers any of them (the same string matching); without logprobs, the first
+  digit 0-3 of the text, / 3.
 - json: the model was asked for {"score": S} with S in [0, 1]. Parsing is defensive: <think> blocks
   and markdown fences are dropped, then json.loads, else the first number in the text. The value is
   clamped to [0, 1]; we do NOT guess other scales (an "8" means 1.0, not 0.8), because the prompt
@@ -20,7 +23,7 @@ import math
 import re
 from typing import Any
 
-from app.rerank.prompts import NO_WORD, YES_WORD
+from app.rerank.prompts import GRADES, NO_WORD, YES_WORD
 
 _SPACE_MARKERS = "\u0120\u2581"  # GPT-2 style "Ġ" and SentencePiece "▁" leak into some token strings
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)
@@ -72,6 +75,39 @@ def yes_probability(logprob_positions: list[Any] | None) -> float | None:
         if p_yes + p_no > 0.0:
             return p_yes / (p_yes + p_no)
     return None
+
+
+def _grade_probabilities(position: Any) -> dict[int, float]:
+    """Summed probability per grade among one position's alternatives (and its own token)."""
+    seen: set[str] = set()
+    probabilities: dict[int, float] = {}
+    for alt in [*(_field(position, "top_logprobs") or []), position]:
+        token, logprob = _field(alt, "token"), _field(alt, "logprob")
+        if not isinstance(token, str) or not isinstance(logprob, (int, float)) or token in seen:
+            continue
+        seen.add(token)
+        word = normalise_token(token)
+        if word in GRADES:
+            grade = GRADES.index(word)
+            probabilities[grade] = probabilities.get(grade, 0.0) + math.exp(logprob)
+    return probabilities
+
+
+def expected_grade(logprob_positions: list[Any] | None) -> float | None:
+    """E[grade] / top grade at the first position offering a grade; None if none does."""
+    top = len(GRADES) - 1
+    for position in logprob_positions or []:
+        probabilities = _grade_probabilities(position)
+        total = sum(probabilities.values())
+        if total > 0.0:
+            return sum(grade * p for grade, p in probabilities.items()) / (total * top)
+    return None
+
+
+def grade_from_text(text: str | None) -> float | None:
+    """Fallback when logprobs say nothing: the first grade digit written, / top grade."""
+    match = re.search(f"[{''.join(GRADES)}]", strip_reasoning(text or ""))
+    return GRADES.index(match.group(0)) / (len(GRADES) - 1) if match else None
 
 
 def yes_no_from_text(text: str | None) -> float | None:

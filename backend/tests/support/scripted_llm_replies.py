@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable
 
-from app.rerank.prompts import parse_judge_prompt
+from app.rerank.prompts import judge_prompt_mode, parse_judge_prompt
 
 __all__ = [
     "ChatRequest", "Reply", "Responder",
@@ -54,6 +54,11 @@ class ChatRequest:
     def judge_fields(self) -> tuple[str, str] | None:
         """(query, passage) when this is a reranker judge prompt, else None."""
         return parse_judge_prompt(self.messages)
+
+    @cached_property
+    def judge_mode(self) -> str | None:
+        """The score mode ("logprobs", "graded", "json") a judge prompt was built for, else None."""
+        return judge_prompt_mode(self.messages)
 
     @property
     def query(self) -> str | None:
@@ -221,13 +226,17 @@ def judge(
 
     Logprob requests get top_logprobs with P(yes_token) = 0.9*score, P(no_token) = 0.9*(1-score)
     (plus two filler tokens), so P(yes)/(P(yes)+P(no)) is the score; the generated token is the
-    likelier word. With `logprobs=False` the server acts as one without logprob support: no
+    likelier word. Graded prompts get the two digits around 3*score, weighted so that the expected
+    grade / 3 is the score (the generated token is the likelier digit, or the nearest grade without
+    logprobs). With `logprobs=False` the server acts as one without logprob support: no
     `logprobs` key, content is the likelier word. Other requests get `{"score": <score>}`.
     Prompts that are not judge prompts get a 400.
     """
 
     def score_reply(request: ChatRequest, score: float) -> Reply:
         score = min(1.0, max(0.0, score))
+        if request.judge_mode == "graded":
+            return graded_reply(request, score)
         word = yes_token if score >= 0.5 else no_token
         if not request.wants_logprobs:
             return completion(json.dumps({"score": score}))
@@ -235,6 +244,15 @@ def judge(
             return no_logprobs(word)
         probs = [(yes_token, 0.9 * score), (no_token, 0.9 * (1.0 - score)), ("Maybe", 0.06), ("The", 0.04)]
         return completion(word, token_probs=probs)
+
+    def graded_reply(request: ChatRequest, score: float) -> Reply:
+        grade = 3 * score
+        low = min(int(grade), 2)
+        upper_share = grade - low
+        if not (request.wants_logprobs and logprobs):
+            return no_logprobs(str(round(grade)))
+        probs = [(str(low), 0.9 * (1 - upper_share)), (str(low + 1), 0.9 * upper_share), ("The", 0.1)]
+        return completion(str(low + (upper_share >= 0.5)), token_probs=probs)
 
     def respond(request: ChatRequest) -> Reply:
         fields = request.judge_fields
