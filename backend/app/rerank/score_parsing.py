@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from app.rerank.prompts import GRADES, NO_WORD, YES_WORD
@@ -49,10 +50,9 @@ def clamp_unit(value: float) -> float | None:
     return min(1.0, max(0.0, value))
 
 
-def _word_probabilities(position: Any) -> tuple[float, float]:
-    """Summed probabilities of yes-variants and no-variants among one position's alternatives."""
+def _alternatives(position: Any) -> Iterator[tuple[str, float]]:
+    """(normalised token, probability) for each distinct token offered at one answer position."""
     seen: set[str] = set()
-    p_yes = p_no = 0.0
     alternatives = list(_field(position, "top_logprobs") or [])
     alternatives.append(position)  # the generated token itself, in case top_logprobs omits it
     for alt in alternatives:
@@ -60,11 +60,17 @@ def _word_probabilities(position: Any) -> tuple[float, float]:
         if not isinstance(token, str) or not isinstance(logprob, (int, float)) or token in seen:
             continue
         seen.add(token)
-        word = normalise_token(token)
+        yield normalise_token(token), math.exp(logprob)
+
+
+def _word_probabilities(position: Any) -> tuple[float, float]:
+    """Summed probabilities of yes-variants and no-variants among one position's alternatives."""
+    p_yes = p_no = 0.0
+    for word, probability in _alternatives(position):
         if word == YES_WORD:
-            p_yes += math.exp(logprob)
+            p_yes += probability
         elif word == NO_WORD:
-            p_no += math.exp(logprob)
+            p_no += probability
     return p_yes, p_no
 
 
@@ -78,18 +84,12 @@ def yes_probability(logprob_positions: list[Any] | None) -> float | None:
 
 
 def _grade_probabilities(position: Any) -> dict[int, float]:
-    """Summed probability per grade among one position's alternatives (and its own token)."""
-    seen: set[str] = set()
+    """Summed probability per grade among one position's alternatives."""
     probabilities: dict[int, float] = {}
-    for alt in [*(_field(position, "top_logprobs") or []), position]:
-        token, logprob = _field(alt, "token"), _field(alt, "logprob")
-        if not isinstance(token, str) or not isinstance(logprob, (int, float)) or token in seen:
-            continue
-        seen.add(token)
-        word = normalise_token(token)
+    for word, probability in _alternatives(position):
         if word in GRADES:
             grade = GRADES.index(word)
-            probabilities[grade] = probabilities.get(grade, 0.0) + math.exp(logprob)
+            probabilities[grade] = probabilities.get(grade, 0.0) + probability
     return probabilities
 
 
