@@ -28,7 +28,7 @@ from app.config import Config
 from app.rerank.judge import redact_url
 from app.rerank.prompts import PROMPT_VERSION
 from app.rerank.strategies.prompts import STRATEGY_PROMPT_VERSION
-from app.rerank.strategies.registry import config_knobs
+from app.rerank.strategies.registry import strategy_settings
 
 logger = logging.getLogger(__name__)
 
@@ -79,17 +79,9 @@ def store_key(args: RerankBenchArgs, spec: StrategySpec) -> str:
         if spec.uses_model else {}
     )
     if spec.uses_model and spec.name != "pointwise":  # pointwise keys predate these fields: kept as they were
-        model_part.update(strategy_prompt=STRATEGY_PROMPT_VERSION, knobs=strategy_knobs(args.config or Config(), spec.name))
+        model_part.update(strategy_prompt=STRATEGY_PROMPT_VERSION, knobs=strategy_settings(args.config or Config(), spec.name))
     return run_key(dataset=str(args.dataset), label=spec.label, candidates=args.candidates,
                    shuffle=args.shuffle, seed=args.seed if args.shuffle else None, **model_part)
-
-
-def strategy_knobs(config: Config, name: str) -> dict:
-    """The RERANKER_<KNOB> settings a multi-passage strategy runs with (mmr: its own and its base's)."""
-    if name != "mmr":
-        return config_knobs(config, name)
-    return {"lambda": config.reranker_mmr_lambda, "duplicate_threshold": config.reranker_mmr_duplicate_threshold,
-            "base": config.reranker_mmr_base, **config_knobs(config, config.reranker_mmr_base)}
 
 
 async def measure_query(reranker: BenchReranker, query: Query, candidates, repeat_check: bool) -> dict:

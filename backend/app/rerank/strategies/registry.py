@@ -68,16 +68,26 @@ def config_knobs(config: Any, name: str) -> dict[str, Any]:
     return knobs
 
 
+def mmr_settings(config: Any) -> dict[str, Any]:
+    """What MMRStrategy is built with from config, besides the embedder."""
+    return {"lambda_": config.reranker_mmr_lambda, "duplicate_threshold": config.reranker_mmr_duplicate_threshold}
+
+
+def strategy_settings(config: Any, name: str) -> dict[str, Any]:
+    """Every setting `strategy_from_config(config, name)` builds with (mmr: its own and its base's)."""
+    if name != "mmr":
+        return config_knobs(config, name)
+    return {**mmr_settings(config), "base": config.reranker_mmr_base,
+            **config_knobs(config, config.reranker_mmr_base)}
+
+
 def strategy_from_config(config: Any, name: str | None = None, *, embedder: Any = None) -> RerankStrategy:
     """RERANKER_STRATEGY (or `name`) with its knobs; mmr wraps RERANKER_MMR_BASE and needs the embedder."""
     name = (name or config.reranker_strategy).lower()
     try:
         if name == "mmr":
             return MMRStrategy(
-                base=strategy_from_config(config, config.reranker_mmr_base),
-                embedder=embedder,
-                lambda_=config.reranker_mmr_lambda,
-                duplicate_threshold=config.reranker_mmr_duplicate_threshold,
+                base=strategy_from_config(config, config.reranker_mmr_base), embedder=embedder, **mmr_settings(config)
             )
         return get_strategy(name, **config_knobs(config, name))
     except ValueError as error:
