@@ -38,37 +38,15 @@ def create_app(config: Config | None = None) -> Flask:
     # "//" in a path would otherwise get an HTML 308 redirect; bad paths get the JSON 404 instead.
     app.url_map.merge_slashes = False
 
-    from app.api import errors, graph, health, tasks
+    # Imported here, not at the top: `import app.config` (the local-model kit, stack_env) must not
+    # pull in Flask blueprints, Graphiti and the database drivers.
+    from app.api import errors, graph, health, report, rerank, tasks
     from app.api.auth import install_auth
+    from app.cli import register_cli
 
     install_auth(app, config)
     errors.register(app)
-    app.register_blueprint(health.bp)
-    app.register_blueprint(graph.bp)
-    app.register_blueprint(tasks.bp)
-    _register_optional_blueprints(app)
-
-    from app.cli import register_cli
-
+    for blueprint in (health.bp, graph.bp, tasks.bp, report.bp, rerank.bp):
+        app.register_blueprint(blueprint)
     register_cli(app)
     return app
-
-
-def _register_optional_blueprints(app: Flask) -> None:
-    """Areas that live in their own modules (report, rerank) register themselves when present."""
-    for module in import_present("app.api.report", "app.api.rerank"):
-        app.register_blueprint(module.bp)
-
-
-def import_present(*module_names: str) -> list:
-    """Import the named modules that exist; a missing dependency inside one still raises."""
-    import importlib
-
-    modules = []
-    for module_name in module_names:
-        try:
-            modules.append(importlib.import_module(module_name))
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-    return modules

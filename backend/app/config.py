@@ -8,7 +8,7 @@ for an application setting. `Config.from_env()` validates the switches, so a typ
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dotenv import load_dotenv
@@ -26,6 +26,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
 _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
+# Defined here, once: the strategies use them when built outside Config (tests, custom code).
+DEFAULT_MAX_DOCUMENT_CHARS = 1000  # passages are cut to this length inside prompts
+DEFAULT_CONTEXT_TOKENS = 8192  # the model's context window; larger prompts are refused
 
 
 def load_env_file() -> None:
@@ -73,18 +76,6 @@ def _float(name: str, default: float, minimum: float | None = None, maximum: flo
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
-
-
-def _bool(name: str, default: bool) -> bool:
-    raw = _env(name)
-    if raw is None:
-        return default
-    lowered = raw.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {raw!r}")
 
 
 def _instructions(raw: str | None) -> str | None:
@@ -139,8 +130,8 @@ class Config:
     reranker_breaker_cooldown_s: float = 30.0
     reranker_instructions: str | None = None
     # Strategy knobs (see app/rerank/strategies/)
-    reranker_max_document_chars: int = 1000  # passages are cut to this length inside prompts
-    reranker_context_tokens: int = 8192  # the model's context window; larger prompts are refused
+    reranker_max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
+    reranker_context_tokens: int = DEFAULT_CONTEXT_TOKENS
     reranker_window_size: int = 20  # sliding_window
     reranker_window_stride: int = 10  # sliding_window; smaller than the window size
     reranker_pairwise_passes: int = 10  # pairwise: top positions settled
@@ -242,12 +233,3 @@ class Config:
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),
         )
-
-    def public_summary(self) -> dict:
-        """Settings safe to show on /health and in logs: no keys, passwords or tokens."""
-        secret = {"neo4j_password", "llm_api_key", "embedding_api_key", "reranker_api_key", "api_token"}
-        return {
-            f.name: (str(getattr(self, f.name)) if isinstance(getattr(self, f.name), Path) else getattr(self, f.name))
-            for f in fields(self)
-            if f.name not in secret and f.name != "reranker_instructions"
-        }

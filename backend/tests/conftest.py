@@ -41,7 +41,7 @@ def _test_environment(tmp_path_factory):
     os.environ.update(_BASE_ENV)
     os.environ["DATA_DIR"] = str(tmp_path_factory.mktemp("data"))
     yield
-    from app.services.graphiti_adapter import reset_graphiti
+    from app.graph.runtime import reset_graphiti
 
     reset_graphiti()
     os.environ.clear()
@@ -57,8 +57,7 @@ def backend(monkeypatch):
     """
     from app import create_app
     from app.config import Config
-    from app.services import graphiti_adapter
-
+    from app.graph import runtime as graphiti_adapter
     def build(**env):
         for key, value in env.items():
             monkeypatch.setenv(key, str(value))

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from app.bench.estimate import ConfirmationRefused
-from app.bench.rerankers import ModelSettings, parse_strategies
+from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.runner import RerankBenchArgs, run_rerank_bench
 from app.config import Config
 from tests.support.scripted_llm import delay, judge, unused_base_url
@@ -48,11 +48,11 @@ def dataset(tmp_path):
 
 
 def bench_args(dataset, output, base_url, strategies="original,pointwise:logprobs,pointwise:json", concurrency=2,
-               **overrides):
-    settings = ModelSettings.from_config(Config(), base_url=base_url, model="scripted", concurrency=concurrency,
-                                         timeout_s=10, deadline_s=30)
+               base: Config | None = None, **overrides):
+    config = with_model_options(base or Config(), base_url=base_url, model="scripted", concurrency=concurrency,
+                                timeout_s=10, deadline_s=30)
     values = dict(dataset=dataset.resolve(), output=output, strategies=parse_strategies(strategies, "logprobs"),
-                  model=settings, yes=True)
+                  config=config, yes=True)
     values.update(overrides)
     return RerankBenchArgs(**values)
 
@@ -130,7 +130,7 @@ def test_a_rerun_with_other_strategy_knobs_does_not_reuse_results(dataset, tmp_p
     def run(window: int) -> list[str]:
         lines: list[str] = []
         config = Config(reranker_window_size=window, reranker_window_stride=1)
-        run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, "sliding_window", config=config),
+        run_rerank_bench(bench_args(dataset, out, scripted_llm.base_url, "sliding_window", base=config),
                          echo=lines.append)
         return lines
 

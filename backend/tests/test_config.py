@@ -100,9 +100,9 @@ def test_instructions_may_come_from_a_file(monkeypatch, tmp_path: Path):
     assert Config.from_env().reranker_instructions == "Prefer recent facts."
 
 
-def test_public_summary_holds_no_secrets(monkeypatch):
-    monkeypatch.setenv("RERANKER_API_KEY", "sk-very-secret")
-    monkeypatch.setenv("API_TOKEN", "token-very-secret")
-    summary = str(Config.from_env().public_summary())
-    assert "very-secret" not in summary
-    assert "reranker_model" in summary
+def test_config_repr_holds_no_secrets(monkeypatch):
+    for name in ("RERANKER_API_KEY", "API_TOKEN", "LLM_API_KEY", "EMBEDDING_API_KEY", "NEO4J_PASSWORD"):
+        monkeypatch.setenv(name, f"{name.lower()}-very-secret")
+    shown = repr(Config.from_env())
+    assert "very-secret" not in shown
+    assert "reranker_model" in shown

@@ -17,7 +17,7 @@ from app.demo.sample_graph import (
     load_questions,
     sample_graph_text,
 )
-from app.services.graphiti_adapter import GraphitiAdapter
+from app.graph.runtime import GraphitiAdapter
 from tests.conftest import unique_graph_id
 
 TOP_K = 3  # what the demo shows per column

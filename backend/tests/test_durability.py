@@ -18,8 +18,8 @@ import signal
 import threading
 import time
 
-from app.services.fact_import import FactInput, ImportFailedError
-from app.services.graphiti_adapter import GraphitiAdapter
+from app.graph.fact_import import FactInput, ImportFailedError
+from app.graph.runtime import GraphitiAdapter
 from tests.conftest import unique_graph_id
 from tests.support.app_process import AppProcess, call, wait_gone
 from tests.support.facts import WATER_FACTS

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from app.services import graphiti_adapter
+from app.graph import runtime as graphiti_adapter
 from tests.conftest import unique_graph_id
 from tests.support import scripted_llm
 from tests.support.facts import WATER_FACTS
@@ -130,7 +130,7 @@ def test_whole_call_fault_keeps_first_stage_order(backend, llm, water, caplog, f
     assert elapsed < DEADLINE_S + MARGIN_S
     assert_first_stage_order(body)
     [warning] = warnings(caplog)  # exactly one, from the reranker, naming the model
-    assert warning.name == "app.services.ollama_reranker" and "'judge-model' failed" in warning.getMessage()
+    assert warning.name == "app.rerank.ollama_reranker" and "'judge-model' failed" in warning.getMessage()
     assert (delta(after, before, "calls"), delta(after, before, "fallbacks")) == (1, 1)
     assert delta(after, before, "model_requests") >= 1
     if fault not in ("hung_connection", "slow_reply"):  # cancelled requests may not have arrived yet

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from app.services import graphiti_adapter
-from app.services.report_results import DONT_KNOW
+from app.graph import runtime as graphiti_adapter
+from app.report.results import DONT_KNOW
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import ScriptedLLMServer, always, hang, judge, server_error, when
@@ -109,7 +109,7 @@ def test_report_tool_answers_in_first_stage_order_when_the_model_fails(faulty_cl
     assert ranked and all(item["rank"] == item["first_stage_rank"] for item in ranked)
     _assert_nothing_lost_or_doubled(tool, result)
     reranker_warnings = [r for r in caplog.records
-                         if r.levelno == logging.WARNING and r.name == "app.services.ollama_reranker"]
+                         if r.levelno == logging.WARNING and r.name == "app.rerank.ollama_reranker"]
     assert len(reranker_warnings) == rank_calls
     assert _fallbacks(client) - before == rank_calls
     if tool == "insight_forge":

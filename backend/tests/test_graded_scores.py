@@ -10,9 +10,10 @@ import pytest
 
 from app.bench.rerankers import parse_strategies
 from app.config import Config
-from app.rerank.prompts import GRADES, build_judge_messages, judge_prompt_mode
+from app.rerank.judge_prompt import GRADES, build_judge_messages, judge_prompt_mode
 from app.rerank.score_parsing import expected_grade, grade_from_text
-from app.services.ollama_reranker import OllamaReranker
+from app.rerank.judge import LLMJudge
+from app.rerank.ollama_reranker import OllamaReranker
 from tests.support.scripted_llm import judge
 
 QUERY = "How long does a flea live?"
@@ -57,8 +58,8 @@ def test_the_graded_prompt_lists_every_grade_and_is_recognised():
 
 
 def _rank(base_url: str, passages: list[str]) -> list[tuple[str, float]]:
-    reranker = OllamaReranker(model="judge-model", base_url=base_url, api_key="k", score_mode="graded",
-                              timeout_s=5, deadline_s=20, cache_size=0)
+    reranker = OllamaReranker(LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="graded",
+                                       timeout_s=5, cache_size=0), deadline_s=20)
 
     async def go():
         try:

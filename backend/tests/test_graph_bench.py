@@ -15,9 +15,9 @@ import json
 import pytest
 
 from app.bench.graph_bench import GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, split_sentences
-from app.bench.rerankers import ModelSettings, parse_strategies
+from app.bench.rerankers import parse_strategies, with_model_options
 from app.config import REPO_ROOT, Config
-from app.services.graph_search import EdgeHit
+from app.graph.search import EdgeHit
 from tests.support.scripted_llm import judge
 
 SCIFACT = REPO_ROOT.parent / "shared" / "data" / "beir-scifact-test"
@@ -60,9 +60,9 @@ def subset(tmp_path_factory):
 
 def graph_args(folder, output, base_url, **overrides):
     values = dict(
-        dataset=folder, output=output, config=Config.from_env(), max_queries=None, limit=5, corpus="candidates",
-        model=ModelSettings.from_config(Config(), base_url=base_url, model="scripted", concurrency=2,
-                                        timeout_s=10, deadline_s=30),
+        dataset=folder, output=output, max_queries=None, limit=5, corpus="candidates",
+        config=with_model_options(Config.from_env(), base_url=base_url, model="scripted", concurrency=2,
+                                  timeout_s=10, deadline_s=30),
         strategy=parse_strategies("pointwise:logprobs", "logprobs")[0], yes=True,
     )
     values.update(overrides)

@@ -6,8 +6,8 @@ import logging
 import threading
 
 from app.config import Config
-from app.services import graphiti_adapter
-from app.services.graphiti_adapter import GraphitiAdapter, _get_graphiti, _run, reset_graphiti
+from app.graph import runtime as graphiti_adapter
+from app.graph.runtime import GraphitiAdapter, _get_graphiti, run_on_loop, reset_graphiti
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 
@@ -36,8 +36,8 @@ def test_everything_runs_on_one_loop_thread():
     async def loop_thread_name():
         return threading.current_thread().name
 
-    assert _run(loop_thread_name()) == "graphiti-loop"
-    assert _run(loop_thread_name()) == "graphiti-loop"
+    assert run_on_loop(loop_thread_name()) == "graphiti-loop"
+    assert run_on_loop(loop_thread_name()) == "graphiti-loop"
 
 
 def test_data_survives_an_app_restart():

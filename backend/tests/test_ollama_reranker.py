@@ -11,10 +11,11 @@ from collections import Counter
 
 import pytest
 
+from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.judge import LLMJudge
-from app.rerank.prompts import PASSAGE_CLOSE, PROMPT_VERSION, build_judge_messages, escape_field, unescape_field
+from app.rerank.judge_prompt import PASSAGE_CLOSE, PROMPT_VERSION, build_judge_messages, escape_field, unescape_field
 from app.rerank.score_parsing import parse_json_score, yes_probability
-from app.services.ollama_reranker import SCORE_FLOOR, OllamaReranker
+from app.rerank.ollama_reranker import SCORE_FLOOR, OllamaReranker
 from tests.support.scripted_llm import (
     ScriptedLLMServer,
     always,
@@ -36,10 +37,15 @@ API_KEY = "sk-test-SECRET-4f1c9a"
 QUERY = "Where does the Eiffel Tower stand?"
 
 
+RERANKER_OPTIONS = ("deadline_s", "breaker_threshold", "breaker_cooldown_s", "strategy", "context_tokens")
+
+
 def make_reranker(base_url: str, **overrides) -> OllamaReranker:
+    """A pointwise OllamaReranker on a judge of its own; options go to whichever of the two takes them."""
     options = dict(model=MODEL, base_url=base_url, api_key=API_KEY, timeout_s=2.0, deadline_s=5.0)
     options.update(overrides)
-    return OllamaReranker(**options)
+    reranker_options = {name: options.pop(name) for name in RERANKER_OPTIONS if name in options}
+    return OllamaReranker(LLMJudge(**options), **reranker_options)
 
 
 def rank(reranker: OllamaReranker, passages: list[str], query: str = QUERY) -> list[tuple[str, float]]:
@@ -162,8 +168,10 @@ def test_passages_come_back_byte_identical_including_duplicates(scripted_llm):
     scripted_llm.responder = judge(lambda query, passage: seen.append(passage) or (len(passage) % 7) / 7)
     result = rank(make_reranker(scripted_llm.base_url), ODD_PASSAGES)
     assert Counter(passage for passage, _ in result) == Counter(ODD_PASSAGES)
-    assert sorted(seen) == sorted(set(ODD_PASSAGES))  # the server saw each exact text, duplicates once
-    assert scripted_llm.count == len(set(ODD_PASSAGES))
+    assert result[-1][0] == ""  # no text, nothing to judge: last, and never sent
+    # The server saw each exact text (cut to RERANKER_MAX_DOCUMENT_CHARS), duplicates once.
+    sent = {passage[:DEFAULT_MAX_DOCUMENT_CHARS] for passage in ODD_PASSAGES if passage.strip()}
+    assert sorted(seen) == sorted(sent) and scripted_llm.count == len(sent)
 
 
 def test_injected_closing_delimiter_stays_inside_the_passage_block(scripted_llm):
@@ -201,7 +209,7 @@ def test_a_failing_passage_alone_is_demoted(scripted_llm, caplog, fault):
     assert result[1][1] > result[2][1] == result[3][1] > 0
     assert reranker.stats()["passage_failures"] == 2 and reranker.stats()["fallbacks"] == 0
     assert not warnings_in(caplog)
-    assert sum("could not score uncached passage" in record.getMessage() for record in caplog.records) == 2
+    assert sum("document keeps its incoming order" in record.getMessage() for record in caplog.records) == 2
 
 
 def test_a_passage_timing_out_is_demoted_within_its_timeout(scripted_llm, caplog):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.rerank.permutation import repair_permutation
-from app.rerank.strategies.answers import listwise_answer, pairwise_answer, selection_answer
+from app.rerank.strategies.answer_parsing import listwise_answer, pairwise_answer, selection_answer
 from app.rerank.types import RerankParseError
 
 

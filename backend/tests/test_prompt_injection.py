@@ -16,10 +16,10 @@ import pytest
 
 from app.bench.injection import measure_layout, run_measurement
 from app.rerank.judge import LLMJudge
-from app.rerank.prompts import (
+from app.rerank.judge_prompt import (
     PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, escape_field, parse_judge_prompt,
 )
-from app.services.ollama_reranker import OllamaReranker
+from app.rerank.ollama_reranker import OllamaReranker
 from tests.support.injection_passages import CASES, INJECTIONS, injected_passages
 from tests.support.scripted_llm import judge
 
@@ -27,8 +27,8 @@ _UNESCAPED_CLOSE = {tag: re.compile("<" + re.escape(tag[1:])) for tag in (PASSAG
 
 
 def _rank(base_url: str, query: str, passages: list[str]) -> list[tuple[str, float]]:
-    reranker = OllamaReranker(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
-                              timeout_s=5, deadline_s=20, cache_size=0)
+    reranker = OllamaReranker(LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
+                                       timeout_s=5, cache_size=0), deadline_s=20)
 
     async def go():
         try:

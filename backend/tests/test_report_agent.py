@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from app.services.graphiti_adapter import GraphitiAdapter
-from app.services.report_agent import start_report
-from app.services.report_protocol import REMOVED_CITATION, InvalidCall, parse_action, verify_citations
-from app.services.report_prompts import WRITE_NOW
-from app.services.report_store import ReportStore
-from app.services.report_views import FactView
-from app.services.tasks import tasks
+from app.graph.runtime import GraphitiAdapter
+from app.report.agent import start_report
+from app.report.protocol import REMOVED_CITATION, InvalidCall, parse_action, verify_citations
+from app.report.prompts import WRITE_NOW
+from app.report.store import ReportStore
+from app.report.views import FactView
+from app.tasks import tasks
 from tests.conftest import unique_graph_id
 from tests.support.report_scripts import (
     REPORT_FACTS, UUID, as_json, chat_requests, interview_facts, judge_or_chat, purpose,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import app
-from app.services.graphiti_adapter import GraphitiAdapter
-from app.services.report_agent import ReportAgent
-from app.services.report_store import ReportStore, new_report_id, now_iso
+from app.graph.runtime import GraphitiAdapter
+from app.report.agent import ReportAgent
+from app.report.store import ReportStore, new_report_id, now_iso
 from tests.conftest import unique_graph_id
 
 pytestmark = pytest.mark.local_model

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.services import report_tools
-from app.services.graph_store import UnknownGraphError
-from app.services.graphiti_adapter import GraphitiAdapter
-from app.services.report_llm import ReportLLM
-from app.services.report_results import DONT_KNOW
-from app.services.report_tool_args import ToolArgumentError, UnknownToolError
-from app.services.report_tools import ReportTools
+from app.report import tools as report_tools
+from app.graph.store import UnknownGraphError
+from app.graph.runtime import GraphitiAdapter
+from app.report.llm import ReportLLM
+from app.report.results import DONT_KNOW
+from app.report.tool_args import ToolArgumentError, UnknownToolError
+from app.report.tools import ReportTools
 from tests.conftest import unique_graph_id
 from tests.support.report_scripts import (
     REPORT_FACTS, as_json, chat_requests, interview_facts, interviewee, judge_or_chat, judge_requests, purpose,
@@ -300,8 +300,11 @@ def test_the_tools_never_touch_the_reranker():
     import ast
     import inspect
 
-    from app.services import report_interview, report_results, report_views
+    from app.report import interview as report_interview
 
+    from app.report import results as report_results
+
+    from app.report import views as report_views
     for module in (report_tools, report_results, report_views, report_interview):
         tree = ast.parse(inspect.getsource(module))
         imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
@@ -322,13 +325,13 @@ def test_the_tools_never_touch_the_reranker():
     ("[" * 40 + "]" * 40, None),
 ])
 def test_json_answers_are_read_defensively(text, expected):
-    from app.services.report_llm import parse_json_object
+    from app.report.llm import parse_json_object
 
     assert parse_json_object(text) == expected
 
 
 def test_llm_errors_never_show_the_key(scripted_llm, caplog):
-    from app.services.report_llm import ReportLLMError
+    from app.report.llm import ReportLLMError
     from tests.support.scripted_llm import error
 
     secret = "sk-report-SECRET-77"

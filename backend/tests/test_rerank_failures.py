@@ -7,9 +7,10 @@ import asyncio
 
 import pytest
 
-from app.rerank.front_door import rerank
+from app.rerank.strategy_run import rerank
 from app.rerank.judge import LLMJudge
-from app.rerank.strategies import get_strategy, register_strategy
+from app.rerank.strategies import get_strategy
+from app.rerank.strategies import register_strategy
 from app.rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError, RerankResult,
     RerankStrategyError, TooManyDocumentsError, rank_score,

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from app.services.graphiti_adapter import GraphitiAdapter, _build_reranker
-from app.services.ollama_reranker import OllamaReranker
-from app.services.passthrough_reranker import _PassthroughReranker
+from app.graph.runtime import GraphitiAdapter, _build_reranker
+from app.rerank.ollama_reranker import OllamaReranker
+from app.rerank.passthrough import PassthroughReranker
 from app.config import Config
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
@@ -127,7 +127,7 @@ def test_a_dead_judge_leaves_the_first_stage_order(backend, water_graph, caplog)
 
 def test_factory_picks_the_reranker_and_logs_it(caplog, monkeypatch):
     with caplog.at_level(logging.INFO):
-        assert isinstance(_build_reranker("none", Config.from_env()), _PassthroughReranker)
+        assert isinstance(_build_reranker("none", Config.from_env()), PassthroughReranker)
         monkeypatch.setenv("RERANKER_BASE_URL", "http://unreachable.invalid:1/v1")
         assert isinstance(_build_reranker("OLLAMA", Config.from_env()), OllamaReranker)  # no network I/O
     assert "Initializing Graphiti reranker (provider=none)" in caplog.text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.services.graphiti_adapter import GraphitiAdapter
+from app.graph.runtime import GraphitiAdapter
 from tests.conftest import unique_graph_id
 
 RELEVANT = "Mara Lindqvist directs the Harbor Water Utility, which supplies the town's drinking water"

@@ -8,7 +8,7 @@ from graphiti_core.llm_client.config import LLMConfig
 from graphiti_core.prompts.models import Message
 from pydantic import BaseModel
 
-from app.services.schema_json_client import SchemaGuidedJsonClient
+from app.graph.schema_json_client import SchemaGuidedJsonClient
 from tests.support.scripted_llm import ScriptedLLMServer, chat
 
 
@@ -45,7 +45,7 @@ def test_a_request_without_a_response_model_asks_for_plain_json_object():
 
 
 def test_the_adapter_picks_it_for_openai_generic(backend):
-    from app.services.graphiti_adapter import _build_llm_and_embedder
+    from app.graph.runtime import _build_llm_and_embedder
 
     app, _ = backend(GRAPHITI_LLM_PROVIDER="openai_generic")
     llm_client, _ = _build_llm_and_embedder(app.config["APP_CONFIG"])

@@ -8,10 +8,12 @@ import json
 
 import pytest
 
-from app.rerank.front_door import rerank
+from app.rerank.strategy_run import rerank
 from app.rerank.judge import LLMJudge
-from app.rerank.strategies import Stage, TournamentStrategy, get_strategy
-from app.rerank.strategies.prompts import PASSAGES_CLOSE
+from app.rerank.strategies import Stage
+from app.rerank.strategies import TournamentStrategy
+from app.rerank.strategies import get_strategy
+from app.rerank.strategies.strategy_prompts import PASSAGES_CLOSE
 from app.rerank.strategies.tournament import PLANS, check_plan, derived_plan
 from app.rerank.types import TournamentPlanError
 from tests.support.scripted_llm import delay
@@ -295,7 +297,7 @@ OTHERS = [
 
 
 def test_mmr_demotes_a_near_duplicate_into_dropped(scripted_llm):
-    from app.services.local_embedder import LocalE5Embedder
+    from app.graph.local_embedder import LocalE5Embedder
 
     documents = [{"id": "twin", "text": WATER_TWIN}, {"id": "bakery", "text": OTHERS[2]},
                  {"id": "water", "text": WATER}, {"id": "algae", "text": OTHERS[0]}, {"id": "council", "text": OTHERS[1]}]
@@ -313,7 +315,7 @@ def test_mmr_demotes_a_near_duplicate_into_dropped(scripted_llm):
 
 
 def test_mmr_with_lambda_zero_prefers_diversity(scripted_llm):
-    from app.services.local_embedder import LocalE5Embedder
+    from app.graph.local_embedder import LocalE5Embedder
 
     documents = [WATER, OTHERS[1], OTHERS[2]]
     scripted_llm.responder = ranking_llm(table_relevance({WATER: 0.9, OTHERS[1]: 0.8, OTHERS[2]: 0.1}))

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from app.rerank.front_door import rerank
+from app.rerank.strategy_run import rerank
 from app.rerank.judge import LLMJudge
 
 pytestmark = pytest.mark.local_model

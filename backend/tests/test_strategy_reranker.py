@@ -1,4 +1,4 @@
-"""StrategyReranker (any strategy as Graphiti's cross encoder), its factory wiring, and graph search
+"""OllamaReranker running any strategy as Graphiti's cross encoder, its factory wiring, and graph search
 with RERANKER_STRATEGY=listwise end to end (scripted model over HTTP, real FalkorDB)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import logging
 import pytest
 
 from app.config import Config
-from app.rerank.strategies import get_strategy, strategy_from_config
-from app.services.graphiti_adapter import GraphitiAdapter, _build_reranker
-from app.services.ollama_reranker import OllamaReranker
-from app.services.rerank_resources import shared_judge
-from app.services.strategy_reranker import StrategyReranker
+from app.rerank.strategies import get_strategy
+from app.rerank.strategies import strategy_from_config
+from app.graph.runtime import GraphitiAdapter, _build_reranker
+from app.rerank.ollama_reranker import OllamaReranker
+from app.rerank.factory import shared_judge
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import always, garbage, hang, unused_base_url
@@ -53,7 +53,7 @@ def test_factory_builds_a_strategy_reranker_on_the_shared_judge(scripted_llm):
     config = config_for(scripted_llm.base_url, reranker_strategy="sliding_window", reranker_window_size=4,
                         reranker_window_stride=1, reranker_max_document_chars=50)
     reranker = _build_reranker("ollama", config)
-    assert isinstance(reranker, StrategyReranker) and reranker.judge is shared_judge(config)
+    assert isinstance(reranker, OllamaReranker) and reranker.judge is shared_judge(config)
     assert (reranker.strategy.window_size, reranker.strategy.stride, reranker.strategy.max_document_chars) == (4, 1, 50)
     pointwise = _build_reranker("ollama", dataclasses.replace(config, reranker_strategy="pointwise"))
     assert isinstance(pointwise, OllamaReranker)
@@ -74,7 +74,7 @@ def test_new_settings_are_validated(monkeypatch):
         Config.from_env()
     monkeypatch.setenv("RERANKER_MMR_BASE", "pairwise")
     monkeypatch.setenv("RERANKER_PAIRWISE_PASSES", "3")
-    from app.services.local_embedder import LocalE5Embedder
+    from app.graph.local_embedder import LocalE5Embedder
 
     mmr = strategy_from_config(dataclasses.replace(Config.from_env(), reranker_strategy="mmr"),
                                embedder=LocalE5Embedder())
@@ -85,9 +85,8 @@ def test_new_settings_are_validated(monkeypatch):
 def test_every_passage_comes_back_once_with_descending_positive_scores(scripted_llm, strategy):
     scripted_llm.responder = ranking_llm(by_length)
     passages = ["mid sized text", "", "a", "the longest passage of them all", "a", "twenty-char passage."]
-    reranker = StrategyReranker(get_strategy(strategy, **({"window_size": 3, "stride": 1}
-                                                          if strategy == "sliding_window" else {})),
-                                shared_judge(config_for(scripted_llm.base_url)))
+    knobs = {"window_size": 3, "stride": 1} if strategy == "sliding_window" else {}
+    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
     result = rank(reranker, passages)
     assert sorted(passage for passage, _ in result) == sorted(passages)
     assert [passage for passage, _ in result][:3] == [
@@ -98,7 +97,7 @@ def test_every_passage_comes_back_once_with_descending_positive_scores(scripted_
 
 
 def test_a_dead_server_gives_the_first_stage_order_with_one_warning(caplog):
-    reranker = StrategyReranker(get_strategy("listwise"), shared_judge(config_for(unused_base_url())))
+    reranker = OllamaReranker(shared_judge(config_for(unused_base_url())), strategy=get_strategy("listwise"))
     passages = [f"passage {i}" for i in range(6)]
     result = rank(reranker, passages)
     assert [passage for passage, _ in result] == passages and min(score for _, score in result) > 0
@@ -109,8 +108,8 @@ def test_a_dead_server_gives_the_first_stage_order_with_one_warning(caplog):
 
 def test_a_hanging_server_is_cut_by_the_deadline(scripted_llm, caplog):
     scripted_llm.responder = always(hang())
-    reranker = StrategyReranker(get_strategy("pairwise"), shared_judge(config_for(scripted_llm.base_url)),
-                                deadline_s=0.4)
+    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy("pairwise"),
+                              deadline_s=0.4)
     passages = ["x", "y", "z"]
     assert [passage for passage, _ in rank(reranker, passages)] == passages
     (warning,) = warnings_in(caplog)
@@ -119,8 +118,8 @@ def test_a_hanging_server_is_cut_by_the_deadline(scripted_llm, caplog):
 
 def test_unit_fallbacks_are_counted_without_a_warning(scripted_llm, caplog):
     scripted_llm.responder = ranking_llm(by_length, listwise=lambda p: garbage() if "zz" in p.passages else None)
-    reranker = StrategyReranker(get_strategy("sliding_window", window_size=3, stride=2),
-                                shared_judge(config_for(scripted_llm.base_url)))
+    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)),
+                              strategy=get_strategy("sliding_window", window_size=3, stride=2))
     result = rank(reranker, ["aaaa", "bbbbbb", "c", "dd", "zz"])
     assert len(result) == 5 and not warnings_in(caplog)
     assert reranker.stats()["strategy_counters"]["unit_fallbacks"] == 1

@@ -7,9 +7,9 @@ import logging
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from app.services.fact_import import FactValidationError, ImportFailedError
-from app.services.graph_store import UnknownGraphError, UnknownNodeError
-from app.services.graphiti_adapter import GraphTimeoutError
+from app.graph.fact_import import FactValidationError, ImportFailedError
+from app.graph.store import UnknownGraphError, UnknownNodeError
+from app.graph.runtime import GraphTimeoutError
 
 logger = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from flask import Blueprint, request
 
 from app.api.errors import ApiError
 from app.api.validation import (
-    MAX_JSON_DEPTH, adapter, choice_field, graph_id_param, int_field, json_depth, json_object, text_field,
+    MAX_JSON_DEPTH, adapter, choice_field, graph_id_param, int_field, json_depth, json_object, known_graph_id,
+    text_field,
 )
-from app.services.episodes import chunk_text
-from app.services.fact_import import FactValidationError, parse_fact, parse_facts
-from app.services.graph_search import SCOPES
-from app.services.graph_store import UnknownGraphError
-from app.services.tasks import tasks
+from app.graph.episodes import chunk_text
+from app.graph.fact_import import FactValidationError, parse_fact, parse_facts
+from app.graph.search import SCOPES
+from app.tasks import tasks
 
 bp = Blueprint("graph", __name__, url_prefix="/api/graph")
 
@@ -25,13 +25,6 @@ MAX_SEARCH_LIMIT = 100
 MAX_PAGE = 500
 MAX_EPISODE_CHARS = 200_000
 TEXT_UPLOAD_SUFFIXES = (".txt", ".md")
-
-
-def _known_graph(graph_id: str) -> str:
-    graph_id = graph_id_param(graph_id)
-    if not adapter().graph.exists(graph_id):
-        raise UnknownGraphError(graph_id)
-    return graph_id
 
 
 def _uploaded_text(suffixes: tuple[str, ...]) -> str:
@@ -90,7 +83,7 @@ def delete_graph(graph_id: str):
 
 @bp.post("/<graph_id>/facts")
 def import_facts(graph_id: str):
-    graph_id = _known_graph(graph_id)
+    graph_id = known_graph_id(graph_id)
     if request.files:
         facts = _facts_from_jsonl(_uploaded_text((".jsonl", ".json", ".ndjson")))
     else:
@@ -109,7 +102,7 @@ def _missing_facts(value):
 
 @bp.post("/<graph_id>/episodes")
 def add_episodes(graph_id: str):
-    graph_id = _known_graph(graph_id)
+    graph_id = known_graph_id(graph_id)
     if request.files:
         text, name = _uploaded_text(TEXT_UPLOAD_SUFFIXES), "upload"
         if not text.strip():

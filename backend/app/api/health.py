@@ -5,8 +5,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from app.api.validation import app_config
-from app.services import graphiti_adapter
-
+from app.graph.runtime import current_runtime
 bp = Blueprint("health", __name__)
 
 
@@ -25,8 +24,8 @@ def health():
         },
         "graph_runtime": "not started",
     }
-    if graphiti_adapter.graphiti_is_built():
-        runtime = graphiti_adapter._get_graphiti()
+    runtime = current_runtime()
+    if runtime is not None:
         body["graph_runtime"] = "ready"
         stats = getattr(runtime.reranker, "stats", None)
         if callable(stats):

@@ -11,24 +11,16 @@ from __future__ import annotations
 from flask import Blueprint
 
 from app.api.errors import ApiError
-from app.api.validation import adapter, app_config, graph_id_param, int_field, json_object, text_field
-from app.services.graph_store import UnknownGraphError
-from app.services.report_agent import start_report
-from app.services.report_store import ReportStore, UnknownReportError, validate_report_id
-from app.services.report_tool_args import TOOL_NAMES, ToolArgumentError, UnknownToolError, parse_tool_arguments
-from app.services.report_tools import ReportTools
+from app.api.validation import adapter, app_config, int_field, json_object, known_graph_id, text_field
+from app.report.agent import start_report
+from app.report.store import ReportStore, UnknownReportError, validate_report_id
+from app.report.tool_args import TOOL_NAMES, ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.tools import ReportTools
 
 bp = Blueprint("report", __name__, url_prefix="/api/report")
 
 MAX_REQUIREMENT_CHARS = 4000
 MAX_SECTIONS = 6
-
-
-def _known_graph(graph_id: str) -> str:
-    graph_id = graph_id_param(graph_id)
-    if not adapter().graph.exists(graph_id):
-        raise UnknownGraphError(graph_id)
-    return graph_id
 
 
 @bp.post("/<graph_id>/tools/<tool>")
@@ -40,7 +32,7 @@ def run_tool(graph_id: str, tool: str):
         arguments = parse_tool_arguments(tool, body)
     except (ToolArgumentError, UnknownToolError) as error:
         raise ApiError(400, "invalid_arguments", str(error)) from None
-    graph_id = _known_graph(graph_id)
+    graph_id = known_graph_id(graph_id)
     tools = ReportTools(app_config())
     try:
         result = getattr(tools, tool)(graph_id, **arguments)
@@ -57,7 +49,7 @@ def create_report(graph_id: str):
     unknown = sorted(set(body) - {"requirement", "max_sections"})
     if unknown:
         raise ApiError(400, "unknown_field", f"unknown field(s) {unknown}; allowed: ['requirement', 'max_sections']")
-    graph_id = _known_graph(graph_id)
+    graph_id = known_graph_id(graph_id)
     report_id, task = start_report(app_config(), graph_id, requirement.strip(), max_sections)
     return {"report_id": report_id, "task_id": task.task_id, "graph_id": graph_id}, 202
 

@@ -22,7 +22,10 @@ from flask import Blueprint
 from app.api.errors import ApiError
 from app.api.validation import app_config, choice_field, int_field, json_object, text_field
 from app.config import RERANKER_STRATEGIES, Config
-from app.rerank.front_door import RerankOutcome, rerank
+from app.graph.runtime import run_on_loop, shared_embedder
+from app.rerank.factory import shared_judge
+from app.rerank.strategies.registry import strategy_from_config
+from app.rerank.strategy_run import RerankOutcome, rerank
 from app.rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError,
     RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
@@ -63,10 +66,6 @@ def rerank_documents():
 
 
 def _rerank(config: Config, query: str, documents: list[Document], name: str, top_k: int, strict: bool) -> RerankOutcome:
-    from app.rerank.strategies import strategy_from_config
-    from app.services.graphiti_adapter import _run
-    from app.services.rerank_resources import shared_embedder, shared_judge
-
     try:
         strategy = strategy_from_config(config, name, embedder=shared_embedder(config) if name == "mmr" else None)
     except ValueError as error:
@@ -80,7 +79,7 @@ def _rerank(config: Config, query: str, documents: list[Document], name: str, to
             )
 
     try:
-        return _run(run(), timeout=config.reranker_deadline_s + 5)
+        return run_on_loop(run(), timeout=config.reranker_deadline_s + 5)
     except TimeoutError:
         raise ApiError(504, "rerank_timeout", f"reranking did not finish within {config.reranker_deadline_s:g}s "
                        "(RERANKER_DEADLINE_S)") from None

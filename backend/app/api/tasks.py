@@ -1,7 +1,7 @@
 from flask import Blueprint
 
 from app.api.errors import ApiError
-from app.services.tasks import tasks
+from app.tasks import tasks
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/tasks")
 

@@ -9,8 +9,8 @@ from flask import current_app, request
 
 from app.api.errors import ApiError
 from app.config import Config
-from app.services.graph_store import validate_graph_id
-from app.services.graphiti_adapter import GraphitiAdapter
+from app.graph.store import UnknownGraphError, validate_graph_id
+from app.graph.runtime import GraphitiAdapter
 
 
 def app_config() -> Config:
@@ -19,6 +19,14 @@ def app_config() -> Config:
 
 def adapter() -> GraphitiAdapter:
     return GraphitiAdapter(app_config())
+
+
+def known_graph_id(graph_id: str) -> str:
+    """A path's graph id, validated and known to exist (else 400 or 404)."""
+    graph_id = graph_id_param(graph_id)
+    if not adapter().graph.exists(graph_id):
+        raise UnknownGraphError(graph_id)
+    return graph_id
 
 
 MAX_JSON_DEPTH = 32

@@ -30,10 +30,12 @@ from app.bench.metrics import percentile
 from app.bench.progress import ProgressBar
 from app.bench.report import write_reports
 from app.bench.runner import BenchInterrupted, finished_by_all
-from app.bench.rerankers import ModelSettings, ModelWaitClock, StrategySpec
+from app.bench.rerankers import ModelWaitClock, StrategySpec
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
+from app.graph.runtime import GraphitiAdapter, reset_graphiti
+from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.judge import redact_url
 
 logger = logging.getLogger(__name__)
@@ -47,7 +49,6 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
 class GraphBenchArgs:
     dataset: Path
     output: Path
-    model: ModelSettings
     strategy: StrategySpec
     config: Config
     max_queries: int | None = 50
@@ -117,12 +118,9 @@ def phase_configs(args: GraphBenchArgs) -> tuple[Config, Config]:
     off = replace(base, reranker_provider="none")
     on = replace(
         base, reranker_provider="ollama", reranker_strategy=args.strategy.name,
-        reranker_score_mode=args.strategy.score_mode or "auto", reranker_model=args.model.model,
-        reranker_base_url=args.model.base_url, reranker_api_key=args.model.api_key,
-        reranker_max_parallel=args.model.concurrency, reranker_timeout_s=args.model.timeout_s,
-        reranker_deadline_s=args.model.deadline_s,
+        reranker_score_mode=args.strategy.score_mode or "auto",
         reranker_candidates=args.candidates_factor or base.reranker_candidates,
-        search_timeout_s=max(base.search_timeout_s, args.model.deadline_s + 60),
+        search_timeout_s=max(base.search_timeout_s, args.config.reranker_deadline_s + 60),
     )
     return off, on
 
@@ -134,8 +132,6 @@ def estimate_on_calls(args: GraphBenchArgs, on: Config, claims: int) -> int:
     name = on.reranker_mmr_base if args.strategy.name == "mmr" else args.strategy.name
     if name == "pointwise":
         return claims * candidates
-    from app.rerank.strategies import strategy_from_config
-
     return claims * int(strategy_from_config(on, name).estimate_calls(candidates))
 
 
@@ -163,8 +159,6 @@ def search_claims(adapter, graph_id, claims, store, limit, progress, label, judg
 
 def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
                     ask: Callable[[str], bool] | None = None, stdin_is_tty: bool | None = None) -> dict:
-    from app.services.graphiti_adapter import GraphitiAdapter, reset_graphiti
-
     dataset = load_dataset(args.dataset)
     claims = dataset.queries[: args.max_queries] if args.max_queries else list(dataset.queries)
     facts, abstracts = corpus_facts(dataset, claims, args.corpus)
@@ -178,9 +172,9 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
     labels = {"reranker off": off, on_label: on}
     stores = {
         "reranker off": ResultStore(args.output, "off", run_key(**search_key)),
-        on_label: ResultStore(args.output, "on", run_key(**search_key, model=args.model.model,
+        on_label: ResultStore(args.output, "on", run_key(**search_key, model=args.config.reranker_model,
                                                           strategy=args.strategy.label, factor=on.reranker_candidates,
-                                                          concurrency=args.model.concurrency)),
+                                                          concurrency=args.config.reranker_max_parallel)),
     }
     pending = {label: [c for c in claims if c.qid not in store.done] for label, store in stores.items()}
     estimate = {label: (0 if label == "reranker off" else estimate_on_calls(args, on, len(pending[label])),
@@ -239,7 +233,7 @@ def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, 
         "benchmark": "graph", "dataset": dataset.name, "relevance_level": dataset.relevance_level,
         "queries_selected": len(claims), "graph_id": graph_id, "corpus": args.corpus,
         "abstracts": abstracts, "facts": facts, "mapping": MAPPING_VERSION, "limit": args.limit,
-        "model": args.model.model, "base_url": redact_url(args.model.base_url),
-        "concurrency": args.model.concurrency, "command": args.command,
+        "model": args.config.reranker_model, "base_url": redact_url(args.config.reranker_base_url),
+        "concurrency": args.config.reranker_max_parallel, "command": args.command,
         "strategies": strategies, "per_query": per_query, **args.extra,
     }

@@ -30,7 +30,7 @@ from typing import Any
 import openai
 
 from app.rerank.judge import LLMJudge
-from app.rerank.prompts import build_judge_messages, escape_field
+from app.rerank.judge_prompt import build_judge_messages, escape_field
 from app.rerank.score_parsing import yes_no_from_text, yes_probability
 
 LAYOUTS = ("naive", "delimited", "defended")

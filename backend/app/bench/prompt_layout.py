@@ -24,7 +24,7 @@ from pathlib import Path
 import openai
 
 from app.bench.datasets import load_dataset
-from app.rerank.prompts import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
+from app.rerank.judge_prompt import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
 
 _EVALUATED = re.compile(r"prefix-match hit, remaining (\d+) prompt tokens to eval")
 

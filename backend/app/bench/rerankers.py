@@ -9,11 +9,13 @@ and cache), so one label's results never leak into another's.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.config import RERANKER_SCORE_MODES, RERANKER_STRATEGIES, Config
-from app.services.graph_search import rerank_positions
+from app.graph.runtime import shared_embedder
+from app.graph.search import rerank_positions
+from app.rerank.factory import build_judge, build_reranker
 
 ORIGINAL = "original"
 STRATEGY_NAMES = (ORIGINAL, *RERANKER_STRATEGIES)
@@ -55,33 +57,13 @@ def parse_strategies(text: str, default_score_mode: str) -> list[StrategySpec]:
     return specs
 
 
-@dataclass(frozen=True)
-class ModelSettings:
-    """How to reach the judge model; defaults come from the RERANKER_* settings."""
-
-    model: str
-    base_url: str
-    api_key: str | None
-    concurrency: int
-    timeout_s: float
-    deadline_s: float
-    cache_size: int
-    max_tokens: int
-    breaker_threshold: int
-    breaker_cooldown_s: float
-    instructions: str | None
-
-    @classmethod
-    def from_config(cls, config: Config, **overrides: Any) -> "ModelSettings":
-        values = dict(
-            model=config.reranker_model, base_url=config.reranker_base_url, api_key=config.reranker_api_key,
-            concurrency=config.reranker_max_parallel, timeout_s=config.reranker_timeout_s,
-            deadline_s=config.reranker_deadline_s, cache_size=config.reranker_cache_size,
-            max_tokens=config.reranker_max_tokens, breaker_threshold=config.reranker_breaker_threshold,
-            breaker_cooldown_s=config.reranker_breaker_cooldown_s, instructions=config.reranker_instructions,
-        )
-        values.update({key: value for key, value in overrides.items() if value is not None})
-        return cls(**values)
+def with_model_options(config: Config, *, base_url: str | None = None, model: str | None = None,
+                       concurrency: int | None = None, timeout_s: float | None = None,
+                       deadline_s: float | None = None) -> Config:
+    """`config` with the benchmark's command-line overrides of the RERANKER_* settings (None keeps it)."""
+    overrides = dict(reranker_base_url=base_url, reranker_model=model, reranker_max_parallel=concurrency,
+                     reranker_timeout_s=timeout_s, reranker_deadline_s=deadline_s)
+    return replace(config, **{key: value for key, value in overrides.items() if value is not None})
 
 
 class ModelWaitClock:
@@ -119,9 +101,9 @@ class ModelWaitClock:
 class BenchReranker:
     """One strategy label: `order(query, passages)` -> candidate positions, best first."""
 
-    def __init__(self, spec: StrategySpec, settings: ModelSettings | None, config: Config | None = None) -> None:
+    def __init__(self, spec: StrategySpec, config: Config) -> None:
         self.spec = spec
-        self.client = None if not spec.uses_model else _build_client(spec, settings, config or Config())
+        self.client = None if not spec.uses_model else _build_client(spec, config)
         self.judge = getattr(self.client, "judge", None)
         self.wait_clock = ModelWaitClock()
         if self.judge is not None:
@@ -149,44 +131,10 @@ class BenchReranker:
             await close()
 
 
-def _build_client(spec: StrategySpec, settings: ModelSettings | None, config: Config):
-    """pointwise: OllamaReranker (what graph search uses); others: StrategyReranker over the registry.
-
-    Each label gets its own judge, so its counters and cache are its own.
-    """
-    if settings is None:
-        raise ValueError(f"strategy {spec.label} needs model settings")
-    from app.rerank.judge import LLMJudge
-    from app.services.ollama_reranker import OllamaReranker
-
-    judge_options = dict(
-        model=settings.model, base_url=settings.base_url, api_key=settings.api_key,
-        score_mode=spec.score_mode or "auto", max_parallel=settings.concurrency, timeout_s=settings.timeout_s,
-        cache_size=settings.cache_size, max_tokens=settings.max_tokens, instructions=settings.instructions,
-    )
-    breaker = dict(breaker_threshold=settings.breaker_threshold, breaker_cooldown_s=settings.breaker_cooldown_s)
-    if spec.name == "pointwise":
-        return OllamaReranker(**judge_options, deadline_s=settings.deadline_s, **breaker)
-
-    from app.rerank.strategies import strategy_from_config
-    from app.services.strategy_reranker import StrategyReranker
-
-    embedder = _embedder(config) if spec.name == "mmr" else None
-    return StrategyReranker(
-        strategy_from_config(config, spec.name, embedder=embedder), LLMJudge(**judge_options),
-        deadline_s=settings.deadline_s, context_tokens=config.reranker_context_tokens, **breaker,
-    )
-
-
-def _embedder(config: Config):
-    """mmr's similarity embedder, as the app would configure it."""
-    if config.embedding_provider == "local":
-        from app.services.local_embedder import LocalE5Embedder
-
-        return LocalE5Embedder()
-    from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
-
-    return OpenAIEmbedder(config=OpenAIEmbedderConfig(
-        api_key=config.embedding_api_key, base_url=config.embedding_base_url,
-        embedding_model=config.embedding_model, embedding_dim=config.embedding_dim,
-    ))
+def _build_client(spec: StrategySpec, config: Config):
+    """The reranker graph search would use for this label, from the app's own factory, with a
+    judge of its own so its counters and cache are its own."""
+    config = replace(config, reranker_provider="ollama", reranker_strategy=spec.name,
+                     reranker_score_mode=spec.score_mode or "auto")
+    embedder = shared_embedder(config) if spec.name == "mmr" else None
+    return build_reranker(config, judge=build_judge(config), embedder=embedder)

@@ -20,14 +20,14 @@ from pathlib import Path
 from app.bench.datasets import Dataset, Query, load_dataset
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
 from app.bench.progress import ProgressBar
-from app.bench.rerankers import BenchReranker, ModelSettings, StrategySpec
+from app.bench.rerankers import BenchReranker, StrategySpec
 from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.rerank.judge import redact_url
-from app.rerank.prompts import PROMPT_VERSION
-from app.rerank.strategies.prompts import STRATEGY_PROMPT_VERSION
+from app.rerank.judge_prompt import PROMPT_VERSION
+from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.strategies.registry import strategy_settings
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class RerankBenchArgs:
     dataset: Path
     output: Path
     strategies: list[StrategySpec]
-    model: ModelSettings
+    config: Config  # RERANKER_* (model, server, knobs) and the mmr embedder
     max_queries: int | None = None
     candidates: int = 20
     seed: int = 0
@@ -47,7 +47,6 @@ class RerankBenchArgs:
     confirm_above: int = DEFAULT_CONFIRM_ABOVE
     repeat_check: bool = True  # re-rank each pointwise query once more: served from the score cache?
     report_only: bool = False  # no model call: report the queries every strategy has finished
-    config: Config | None = None  # strategy knobs (RERANKER_<KNOB>) and the mmr embedder
     command: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -74,8 +73,8 @@ def query_candidates(query: Query, count: int, shuffle: bool, seed: int):
 
 def store_key(args: RerankBenchArgs, spec: StrategySpec) -> str:
     model_part = (
-        {"model": args.model.model, "concurrency": args.model.concurrency, "prompt": PROMPT_VERSION,
-         "instructions": args.model.instructions, "max_tokens": args.model.max_tokens}
+        {"model": args.config.reranker_model, "concurrency": args.config.reranker_max_parallel, "prompt": PROMPT_VERSION,
+         "instructions": args.config.reranker_instructions, "max_tokens": args.config.reranker_max_tokens}
         if spec.uses_model else {}
     )
     if spec.uses_model and spec.name != "pointwise":  # pointwise keys predate these fields: kept as they were
@@ -119,7 +118,7 @@ def run_rerank_bench(
     """Estimate, confirm, run what is not stored yet, write the reports; returns results.json's dict."""
     dataset = load_dataset(args.dataset)
     queries = select_queries(dataset, args.max_queries)
-    rerankers = {spec.label: BenchReranker(spec, args.model if spec.uses_model else None, args.config)
+    rerankers = {spec.label: BenchReranker(spec, args.config)
                  for spec in args.strategies}
     stores = {spec.label: ResultStore(args.output, spec.label, store_key(args, spec)) for spec in args.strategies}
     work = {query.qid: query_candidates(query, args.candidates, args.shuffle, args.seed) for query in queries}
@@ -190,9 +189,9 @@ def build_results(args: RerankBenchArgs, dataset: Dataset, queries, stores, esti
         "candidates": args.candidates,
         "shuffle": args.shuffle,
         "seed": args.seed,
-        "model": args.model.model,
-        "base_url": redact_url(args.model.base_url),
-        "concurrency": args.model.concurrency,
+        "model": args.config.reranker_model,
+        "base_url": redact_url(args.config.reranker_base_url),
+        "concurrency": args.config.reranker_max_parallel,
         "prompt_version": PROMPT_VERSION,
         "command": args.command,
         "strategies": strategies,

@@ -1,16 +1,13 @@
-"""Flask CLI commands (`flask --app app <command>`): serve, and the areas that add their own."""
+"""Flask CLI commands (`flask --app app <command>`): serve, demo, bench, load."""
 
 from __future__ import annotations
 
 from flask import Flask
 
-# Each module exposes `commands`: a list of click commands or groups.
-_COMMAND_MODULES = ("app.cli.serve", "app.cli.demo", "app.cli.local_llm", "app.cli.bench", "app.cli.load")
+from app.cli import bench, demo, load, serve
 
 
 def register_cli(app: Flask) -> None:
-    from app import import_present
-
-    for module in import_present(*_COMMAND_MODULES):
+    for module in (serve, demo, bench, load):
         for command in module.commands:
             app.cli.add_command(command)

@@ -20,7 +20,7 @@ from flask.cli import with_appcontext
 
 from app.bench.datasets import DatasetError
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
-from app.bench.rerankers import ModelSettings, parse_strategies
+from app.bench.rerankers import parse_strategies, with_model_options
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
@@ -67,11 +67,6 @@ def model_options(function):
     return function
 
 
-def model_settings(config, base_url, model, concurrency, timeout_s, deadline_s) -> ModelSettings:
-    return ModelSettings.from_config(config, base_url=base_url, model=model, concurrency=concurrency,
-                                     timeout_s=timeout_s, deadline_s=deadline_s)
-
-
 def ask(question: str) -> bool:
     return click.confirm(question, default=False, err=True)
 
@@ -100,15 +95,17 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
     from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
 
     config = current_app.config["APP_CONFIG"]
+    model_config = with_model_options(config, base_url=base_url, model=model, concurrency=concurrency,
+                                      timeout_s=timeout_s, deadline_s=deadline_s)
     try:
         specs = parse_strategies(strategies, score_mode or config.reranker_score_mode)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--strategies") from None
     args = RerankBenchArgs(
         dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-rerank"),
-        strategies=specs, model=model_settings(config, base_url, model, concurrency, timeout_s, deadline_s),
+        strategies=specs,
         max_queries=max_queries, candidates=candidates, seed=seed, shuffle=shuffle, yes=yes,
-        confirm_above=confirm_above, repeat_check=not no_repeat_check, config=config, report_only=report_only,
+        confirm_above=confirm_above, repeat_check=not no_repeat_check, config=model_config, report_only=report_only,
         command=command_line(), extra=run_facts(),
     )
     try:
@@ -141,6 +138,8 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url,
     from app.bench.runner import BenchInterrupted
 
     config = current_app.config["APP_CONFIG"]
+    model_config = with_model_options(config, base_url=base_url, model=model, concurrency=concurrency,
+                                      timeout_s=timeout_s, deadline_s=deadline_s)
     try:
         specs = parse_strategies(strategy, score_mode or config.reranker_score_mode)
     except ValueError as error:
@@ -149,8 +148,7 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url,
         raise click.BadParameter("give exactly one model strategy", param_hint="--strategy")
     args = GraphBenchArgs(
         dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-graph"),
-        model=model_settings(config, base_url, model, concurrency, timeout_s, deadline_s), strategy=specs[0],
-        config=config, max_queries=max_queries or 50, limit=limit, candidates_factor=candidates_factor,
+        strategy=specs[0], config=model_config, max_queries=max_queries or 50, limit=limit, candidates_factor=candidates_factor,
         corpus=corpus, report_only=report_only, yes=yes, confirm_above=confirm_above, command=command_line(),
         extra=run_facts(),
     )

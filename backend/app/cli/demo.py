@@ -26,6 +26,7 @@ from app.demo.comparison import Comparison, Tally
 from app.demo.reranker_endpoint import LocalServerLease, RerankerEndpoint, find_configured_server
 from app.demo.sample_graph import DEMO_GRAPH_ID, ensure_sample_graph, load_questions
 from app.demo.side_by_side import LEGEND, render_question, terminal_width
+from app.graph.runtime import GraphitiAdapter, graphiti_is_built, reset_graphiti
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +80,9 @@ class DemoSession:
         return self.endpoint
 
     def start_graph(self):
-        from app.services import graphiti_adapter
-
-        self.built_graph_runtime = not graphiti_adapter.graphiti_is_built()
+        self.built_graph_runtime = not graphiti_is_built()
         started = time.perf_counter()
-        runtime = graphiti_adapter.GraphitiAdapter(self.config).runtime
+        runtime = GraphitiAdapter(self.config).runtime
         self.embedded_db = runtime.embedded_db is not None
         where = (f"embedded FalkorDB on 127.0.0.1:{runtime.embedded_db.port}, data in {runtime.embedded_db.data_dir}"
                  if runtime.embedded_db else f"{runtime.config.graph_backend} as configured")
@@ -95,8 +94,6 @@ class DemoSession:
             with contextlib.suppress(Exception):
                 self.comparison.close()
         if self.built_graph_runtime:
-            from app.services.graphiti_adapter import reset_graphiti
-
             reset_graphiti()
             self.built_graph_runtime = False
             if self.embedded_db:
@@ -168,8 +165,6 @@ def demo_command(top_k: int, max_questions: int | None, graph_id: str, reimport:
         with _sigterm_as_interrupt():
             endpoint = session.choose_endpoint()
             runtime = session.start_graph()
-            from app.services.graphiti_adapter import GraphitiAdapter
-
             _import_sample_graph(GraphitiAdapter(config).graph, graph_id, reimport)
             session.comparison = comparison = Comparison(runtime, endpoint, graph_id, top_k)
             comparison.warm_up()

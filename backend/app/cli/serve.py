@@ -10,6 +10,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from app.graph.runtime import GraphitiAdapter, reset_graphiti
+
 logger = logging.getLogger(__name__)
 
 
@@ -19,8 +21,6 @@ logger = logging.getLogger(__name__)
 def serve_command(threads: int) -> None:
     """Serve the API with waitress on HOST:PORT; stops the embedded FalkorDB on exit (also SIGTERM)."""
     from waitress import serve
-
-    from app.services.graphiti_adapter import GraphitiAdapter, reset_graphiti
 
     config = current_app.config["APP_CONFIG"]
 

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from app.demo.reranker_endpoint import RerankerEndpoint
 from app.demo.sample_graph import DemoQuestion
 from app.demo.side_by_side import Column
-from app.services.graphiti_adapter import GraphitiAdapter, GraphitiRuntime, _run
-from app.services.passthrough_reranker import _PassthroughReranker
-from app.services.reranker_factory import build_ollama_reranker
+from app.graph.runtime import GraphitiAdapter, GraphitiRuntime, run_on_loop
+from app.rerank.factory import build_reranker
 
 SCORE_MODE = "logprobs"  # True/False logprob scoring: the best small-model judge measured here (FIELD-NOTES)
 
@@ -40,7 +39,7 @@ class PinnedAdapter(GraphitiAdapter):
 def baseline_runtime(runtime: GraphitiRuntime) -> GraphitiRuntime:
     """RERANKER_PROVIDER=none: the first-stage (BM25 + vector, RRF) order, no model call."""
     config = dataclasses.replace(runtime.config, reranker_provider="none")
-    return dataclasses.replace(runtime, config=config, reranker=_PassthroughReranker())
+    return dataclasses.replace(runtime, config=config, reranker=build_reranker(config))
 
 
 def reranked_runtime(runtime: GraphitiRuntime, endpoint: RerankerEndpoint) -> GraphitiRuntime:
@@ -55,7 +54,7 @@ def reranked_runtime(runtime: GraphitiRuntime, endpoint: RerankerEndpoint) -> Gr
         # server while their per-request timeouts run.
         reranker_max_parallel=1 if endpoint.kind == "local" else runtime.config.reranker_max_parallel,
     )
-    return dataclasses.replace(runtime, config=config, reranker=build_ollama_reranker(config))
+    return dataclasses.replace(runtime, config=config, reranker=build_reranker(config, embedder=runtime.graphiti.embedder))
 
 
 @dataclass
@@ -103,7 +102,7 @@ class Comparison:
     def close(self) -> None:
         aclose = getattr(self._reranked_runtime.reranker, "aclose", None)
         if aclose is not None:
-            _run(aclose(), timeout=10)
+            run_on_loop(aclose(), timeout=10)
 
     def _timed(self, graph, query: str):
         started = time.perf_counter()

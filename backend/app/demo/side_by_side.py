@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 
 from app.demo.sample_graph import DemoQuestion
-from app.services.graph_search import EdgeHit
+from app.graph.search import EdgeHit
 
 SEPARATOR = " | "
 ON_TOPIC, OFF_TOPIC = "+", "-"

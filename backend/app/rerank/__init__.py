@@ -1,1 +1,15 @@
-"""LLM reranking: the shared relevance judge (`judge.LLMJudge`) and its prompts, parsing and cache."""
+"""LLM reranking, one front door:
+
+    from app.rerank import rerank
+    outcome = await rerank(query, ["Paris ...", "Berlin ..."], provider=judge, strategy="listwise", top_k=5)
+    outcome.results  # RerankResult(document, rank, original_index, score), best first
+
+The path from settings to Graphiti: `factory.build_reranker(config)` -> `OllamaReranker` (a Graphiti
+`CrossEncoderClient` running a strategy on the shared `judge.LLMJudge`, inside `guarded.GuardedReranker`)
+or `PassthroughReranker` for RERANKER_PROVIDER=none.
+"""
+
+from app.rerank.strategy_run import RerankOutcome, rerank
+from app.rerank.types import Document, RerankResult
+
+__all__ = ["Document", "RerankOutcome", "RerankResult", "rerank"]

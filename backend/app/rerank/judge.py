@@ -2,8 +2,9 @@
 
 It owns everything that touches the model server: the `AsyncOpenAI` client (per-request timeout,
 no SDK retries), the process-wide bound on concurrent model requests, deterministic sampling,
-yes/no logprob and JSON scoring, the score cache and the counters. Strategies (pointwise today;
-listwise/pairwise later through `complete`) own ranking policy: deadlines, fallbacks, breakers.
+yes/no logprob, graded and JSON scoring (`score`), free-form answers for the multi-passage
+strategies (`complete`), the score cache and the counters. Ranking policy (order, fallbacks,
+deadline, breaker) belongs to the strategies and to app/rerank/guarded.py.
 
 Nothing here does network I/O before the first request, so an app can start with the server down.
 Errors surface as `JudgeError`, whose text never contains the API key.
@@ -21,7 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
-from app.rerank.prompts import PROMPT_VERSION, ScoreMode, build_judge_messages
+from app.config import RERANKER_SCORE_MODES as SCORE_MODES
+from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
 from app.rerank.request_limit import RequestLimit
 from app.rerank.score_cache import ScoreCache, score_key
 from app.rerank.score_parsing import (
@@ -30,7 +32,6 @@ from app.rerank.score_parsing import (
 
 logger = logging.getLogger(__name__)
 
-SCORE_MODES = ("auto", "logprobs", "json", "graded")
 TOP_LOGPROBS = 10  # alternatives requested per position; yes/no are nearly always among them
 # 401/403/404 (wrong key, no access, unknown model) will fail every request of a call alike.
 _CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
@@ -151,6 +152,10 @@ class LLMJudge:
     @property
     def score_mode_in_use(self) -> ScoreMode:
         return self._mode_in_use
+
+    def is_cached(self, query: str, passage: str) -> bool:
+        """Is a score for this pair in the current mode cached? (Not counted as a hit.)"""
+        return score_key(self.model, PROMPT_VERSION, self._mode_in_use, query, passage) in self._cache
 
     def cached_score(self, query: str, passage: str) -> float | None:
         """The cached score for this pair in the current mode (counted as a hit), else None."""

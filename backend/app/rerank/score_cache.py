@@ -38,6 +38,10 @@ class ScoreCache:
                 self._entries.move_to_end(key)
             return score
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
     def put(self, key: ScoreKey, score: float) -> None:
         if not self.enabled:
             return

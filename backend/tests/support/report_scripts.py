@@ -3,7 +3,7 @@ tell the report prompts apart, and a small fact set with history (the water util
 
     scripted_llm.responder = judge_or_chat(score_fn, chat_fn)
 
-Judge prompts (the reranker's, recognised structurally by app.rerank.prompts) go to
+Judge prompts (the reranker's, recognised structurally by app.rerank.judge_prompt) go to
 `judge(score_fn)`; every other request to `chat_fn(messages, body)`.
 """
 
@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable
 
-from app.services import report_prompts as prompts
+from app.report import prompts as prompts
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm_replies import ChatRequest, chat, judge, keyword_overlap
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable
 
-from app.rerank.prompts import judge_prompt_mode, parse_judge_prompt
+from app.rerank.judge_prompt import judge_prompt_mode, parse_judge_prompt
 
 __all__ = [
     "ChatRequest", "Reply", "Responder",

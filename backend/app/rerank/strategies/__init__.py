@@ -4,8 +4,8 @@
     strategy = get_strategy("sliding_window", window_size=20, stride=10)
     strategy.estimate_calls(50)  # -> 5, known before anything is spent
 
-Run one through the front door, `app.rerank.front_door.rerank`, which validates the input,
-wraps the shared judge in a per-call session and types every failure.
+Run one through `app.rerank.rerank` (app/rerank/strategy_run.py), which validates the input,
+wraps the shared judge in a per-call `JudgeCall` and types every failure.
 """
 
 from app.rerank.strategies.base import RerankStrategy

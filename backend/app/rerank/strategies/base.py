@@ -5,7 +5,7 @@ A strategy is anything with these two methods (no base class needed):
     async def rerank(self, query, documents, provider, top_k=None) -> list[RerankResult]
     def estimate_calls(self, n_documents, top_k=None) -> int
 
-`provider` is a `RerankSession` (see app/rerank/session.py): the shared `LLMJudge`'s `score()` and
+`provider` is a `JudgeCall` (see app/rerank/judge_call.py): the shared `LLMJudge`'s `score()` and
 `complete()` plus per-call counting and the strict/lenient failure policy. Optional attributes:
 `name` (str) and `max_documents` (int | None), read with defaults by the front door.
 """
@@ -16,10 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from app.rerank.session import RerankSession, session_for
+from app.rerank.judge_call import JudgeCall, judge_call_for
 from app.rerank.types import Document, RerankResult, TooManyDocumentsError, rank_score
-
-DEFAULT_MAX_DOCUMENT_CHARS = 1000
 
 
 @runtime_checkable
@@ -70,10 +68,6 @@ def results_in_order(
 
 def longest_id(documents: Sequence[Document]) -> str | None:
     return max(documents, key=lambda document: len(document.text)).id if documents else None
-
-
-def ensure_session(provider: Any) -> RerankSession:
-    return session_for(provider)
 
 
 T = TypeVar("T")

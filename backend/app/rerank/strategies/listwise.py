@@ -8,14 +8,15 @@ and every result carries the rejection reason. `rank_list` is also the unit slid
 
 from __future__ import annotations
 
+from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from collections.abc import Sequence
 
-from app.rerank.session import RerankSession
-from app.rerank.strategies.answers import ListAnswer, listwise_answer
+from app.rerank.judge_call import JudgeCall
+from app.rerank.strategies.answer_parsing import ListAnswer, listwise_answer
 from app.rerank.strategies.base import (
-    DEFAULT_MAX_DOCUMENT_CHARS, check_count, ensure_session, longest_id, results_in_order,
+    check_count, judge_call_for, longest_id, results_in_order,
 )
-from app.rerank.strategies.prompts import clip, listwise_messages
+from app.rerank.strategies.strategy_prompts import clip, listwise_messages
 from app.rerank.types import Document, RerankError, RerankResult
 
 DEFAULT_MAX_DOCUMENTS = 100
@@ -27,7 +28,7 @@ def answer_tokens(n_documents: int) -> int:
 
 
 async def rank_list(
-    session: RerankSession, query: str, documents: Sequence[Document], max_document_chars: int, what: str
+    session: JudgeCall, query: str, documents: Sequence[Document], max_document_chars: int, what: str
 ) -> ListAnswer:
     """One listwise call over `documents`; on an unusable answer (lenient) the incoming order, counted."""
     size = len(documents)
@@ -60,7 +61,7 @@ class ListwiseStrategy:
         return 1 if n_documents > 1 else 0
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = ensure_session(provider)
+        session = judge_call_for(provider)
         check_count(self, documents)
         if len(documents) <= 1:
             return results_in_order(documents, range(len(documents)), top_k)

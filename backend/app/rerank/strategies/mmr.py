@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from app.rerank.strategies.base import check_count, ensure_session, strategy_name
+from app.rerank.strategies.base import check_count, judge_call_for, strategy_name
 from app.rerank.types import Document, RerankProviderError, RerankResult, rank_score
 
 
@@ -42,7 +42,7 @@ class MMRStrategy:
         return self.base.estimate_calls(n_documents, None)
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = ensure_session(provider)
+        session = judge_call_for(provider)
         check_count(self, documents)
         ranked = await self.base.rerank(query, documents, session, None)
         if len(ranked) <= 1:

@@ -9,12 +9,13 @@ A comparison whose answer is unusable keeps the current order (counted).
 
 from __future__ import annotations
 
-from app.rerank.session import RerankSession
-from app.rerank.strategies.answers import pairwise_answer
+from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from app.rerank.judge_call import JudgeCall
+from app.rerank.strategies.answer_parsing import pairwise_answer
 from app.rerank.strategies.base import (
-    DEFAULT_MAX_DOCUMENT_CHARS, check_count, ensure_session, gather_or_fail, results_in_order,
+    check_count, judge_call_for, gather_or_fail, results_in_order,
 )
-from app.rerank.strategies.prompts import clip, pairwise_messages
+from app.rerank.strategies.strategy_prompts import clip, pairwise_messages
 from app.rerank.types import Document, RerankError, RerankResult
 
 _ANSWER_TOKENS = 16
@@ -41,7 +42,7 @@ class PairwiseStrategy:
         return 2 * sum(n_documents - 1 - p for p in range(self.settled_positions(n_documents, top_k)))
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = ensure_session(provider)
+        session = judge_call_for(provider)
         check_count(self, documents)
         texts = [clip(document.text, self.max_document_chars) for document in documents]
         order = list(range(len(documents)))
@@ -54,7 +55,7 @@ class PairwiseStrategy:
             session.raise_if_nothing_worked()
         return results_in_order(documents, order, top_k)
 
-    async def _lower_wins(self, session: RerankSession, query, texts, documents, upper: int, lower: int) -> bool:
+    async def _lower_wins(self, session: JudgeCall, query, texts, documents, upper: int, lower: int) -> bool:
         """True only when both orders prefer the lower document."""
         try:
             upper_first, lower_first = await gather_or_fail(  # the two orders run concurrently
@@ -70,7 +71,7 @@ class PairwiseStrategy:
             session.ties += 1
         return all(lower_preferred)
 
-    async def _ask(self, session: RerankSession, query, texts, documents, first: int, second: int) -> str:
+    async def _ask(self, session: JudgeCall, query, texts, documents, first: int, second: int) -> str:
         messages = pairwise_messages(query, texts[first], texts[second], session.instructions)
         longest = max((documents[first], documents[second]), key=lambda document: len(document.text)).id
         session.check_fits(messages, _ANSWER_TOKENS, longest, "pairwise")

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from app.config import RERANKER_STRATEGIES
 from app.rerank.strategies.base import RerankStrategy
 from app.rerank.strategies.listwise import ListwiseStrategy
 from app.rerank.strategies.mmr import MMRStrategy
@@ -20,14 +21,13 @@ def _mmr(*, base: Any = "pointwise", **knobs: Any) -> MMRStrategy:
     return MMRStrategy(base=get_strategy(base) if isinstance(base, str) else base, **knobs)
 
 
+_BUILT_IN = (PointwiseStrategy, ListwiseStrategy, SlidingWindowStrategy, PairwiseStrategy, TournamentStrategy)
 _FACTORIES: dict[str, Callable[..., RerankStrategy]] = {
-    "pointwise": PointwiseStrategy,
-    "listwise": ListwiseStrategy,
-    "sliding_window": SlidingWindowStrategy,
-    "pairwise": PairwiseStrategy,
-    "tournament": TournamentStrategy,
-    "mmr": _mmr,
+    **{strategy.name: strategy for strategy in _BUILT_IN}, MMRStrategy.name: _mmr,
 }
+# config.RERANKER_STRATEGIES is the list users choose from (validated before anything is imported).
+if tuple(sorted(_FACTORIES)) != tuple(sorted(RERANKER_STRATEGIES)):
+    raise RuntimeError(f"built-in strategies {sorted(_FACTORIES)} differ from RERANKER_STRATEGIES")
 _lock = threading.Lock()
 
 

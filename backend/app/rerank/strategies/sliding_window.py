@@ -7,9 +7,10 @@ positions are only partly sorted. A window whose answer is unusable keeps its or
 
 from __future__ import annotations
 
+from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 import math
 
-from app.rerank.strategies.base import DEFAULT_MAX_DOCUMENT_CHARS, check_count, ensure_session, results_in_order
+from app.rerank.strategies.base import check_count, judge_call_for, results_in_order
 from app.rerank.strategies.listwise import rank_list
 from app.rerank.types import Document, RerankResult
 
@@ -54,7 +55,7 @@ class SlidingWindowStrategy:
         return 1 + math.ceil(max(0, n_documents - self.window_size) / self.stride)
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = ensure_session(provider)
+        session = judge_call_for(provider)
         check_count(self, documents)
         order = list(range(len(documents)))
         spans = self.windows(len(documents))

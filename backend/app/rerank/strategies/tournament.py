@@ -13,18 +13,19 @@ still applies). A group whose answer is unusable advances its first m in dealt o
 
 from __future__ import annotations
 
+from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 import asyncio
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.rerank.session import RerankSession
-from app.rerank.strategies.answers import selection_answer
+from app.rerank.judge_call import JudgeCall
+from app.rerank.strategies.answer_parsing import selection_answer
 from app.rerank.strategies.base import (
-    DEFAULT_MAX_DOCUMENT_CHARS, check_count, ensure_session, gather_or_fail, longest_id, results_in_order,
+    check_count, judge_call_for, gather_or_fail, longest_id, results_in_order,
 )
-from app.rerank.strategies.prompts import clip, select_messages
+from app.rerank.strategies.strategy_prompts import clip, select_messages
 from app.rerank.types import Document, RerankError, RerankResult, TournamentPlanError
 
 
@@ -105,7 +106,7 @@ class TournamentStrategy:
         return self.rounds * sum(stage.groups for stage in self.plan_for(n_documents))
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = ensure_session(provider)
+        session = judge_call_for(provider)
         check_count(self, documents)
         plan = self.plan_for(len(documents))
         points = [0] * len(documents)
@@ -130,7 +131,7 @@ class TournamentStrategy:
         return results_in_order(documents, order, top_k, metadata=metadata)
 
     async def _select(
-        self, session: RerankSession, limit: asyncio.Semaphore, query: str, documents, group: list[int], select: int, what
+        self, session: JudgeCall, limit: asyncio.Semaphore, query: str, documents, group: list[int], select: int, what
     ) -> list[int]:
         members = [documents[index] for index in group]
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.services.report_views import UUID_PATTERN, FactView
+from app.report.views import UUID_PATTERN, FactView
 
 REMOVED_CITATION = "unverified citation removed"
 

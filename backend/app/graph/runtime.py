@@ -1,18 +1,19 @@
 """The one door to Graphiti: event loop, singleton, client factories, and the graph namespace.
 
 The rerank path, top to bottom:
-    Config.reranker_*  ->  _build_reranker()  ->  OllamaReranker / _PassthroughReranker
-    ->  _get_graphiti() (injected as Graphiti's cross_encoder)  ->  graph_search.search_graph()
-    ->  GraphitiAdapter().graph.search()  ->  report tools / HTTP API.
+    app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  app/rerank/factory.py
+    ->  app/rerank/ollama_reranker.py (or passthrough.py)  ->  _get_graphiti() (Graphiti's cross_encoder)
+    ->  app/graph/search.py  ->  GraphitiAdapter().graph.search()  ->  app/report/tools.py, app/api/graph.py.
 
 Flask is synchronous and Graphiti is async; the FalkorDB async client is bound to the loop it
 was first used on. So one daemon thread runs one event loop for the life of the process, and
-`_run()` submits every coroutine there.
+`run_on_loop()` submits every coroutine there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Coroutine
@@ -23,11 +24,15 @@ from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver
 
-from app.config import Config
-from app.services import episodes, fact_import, graph_store
-from app.services.embedded_falkordb import EmbeddedFalkorDB
-from app.services.graph_search import SearchOutcome, search_graph
-from app.services.passthrough_reranker import _PassthroughReranker
+from app.config import RERANKER_PROVIDERS, Config
+from app.graph import episodes
+from app.graph import fact_import
+from app.graph import store as graph_store
+from app.graph.embedded_falkordb import EmbeddedFalkorDB
+from app.graph.local_embedder import LocalE5Embedder
+from app.graph.schema_json_client import SchemaGuidedJsonClient
+from app.graph.search import SearchOutcome, search_graph
+from app.rerank.factory import build_reranker
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ def _get_loop() -> asyncio.AbstractEventLoop:
     return _loop
 
 
-def _run(coro: Coroutine[Any, Any, T], timeout: float | None = 120.0) -> T:
+def run_on_loop(coro: Coroutine[Any, Any, T], timeout: float | None = 120.0) -> T:
     """Run a coroutine on the graph loop and wait for it (synchronous callers only)."""
     future = asyncio.run_coroutine_threadsafe(coro, _get_loop())
     try:
@@ -128,6 +133,11 @@ def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]
 
 def _build_llm_and_embedder(config: Config):
     """Graphiti's LLM client and embedder. No network I/O here."""
+    return build_llm_client(config), build_embedder(config)
+
+
+def build_llm_client(config: Config):
+    """The LLM client Graphiti extracts episodes with (GRAPHITI_LLM_PROVIDER)."""
     from graphiti_core.llm_client.config import LLMConfig
 
     llm_config = LLMConfig(
@@ -139,43 +149,33 @@ def _build_llm_and_embedder(config: Config):
     if config.graphiti_llm_provider == "openai_generic":
         # json_object output carrying the schema: works with servers that reject json_schema
         # (llama.cpp), which turn the schema into a grammar that small models cannot break.
-        from app.services.schema_json_client import SchemaGuidedJsonClient
+        return SchemaGuidedJsonClient(config=llm_config)
+    from graphiti_core.llm_client.openai_client import OpenAIClient
 
-        llm_client = SchemaGuidedJsonClient(config=llm_config)
-    else:
-        from graphiti_core.llm_client.openai_client import OpenAIClient
+    return OpenAIClient(config=llm_config)
 
-        llm_client = OpenAIClient(config=llm_config)
 
+def build_embedder(config: Config):
+    """The embedder for EMBEDDING_PROVIDER; the local one loads its model lazily, on first use."""
     if config.embedding_provider == "local":
-        from app.services.local_embedder import LocalE5Embedder
+        return LocalE5Embedder()
+    from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
 
-        embedder = LocalE5Embedder()
-    else:
-        from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
-
-        embedder = OpenAIEmbedder(
-            config=OpenAIEmbedderConfig(
-                api_key=config.embedding_api_key,
-                base_url=config.embedding_base_url,
-                embedding_model=config.embedding_model,
-                embedding_dim=config.embedding_dim,
-            )
+    return OpenAIEmbedder(
+        config=OpenAIEmbedderConfig(
+            api_key=config.embedding_api_key,
+            base_url=config.embedding_base_url,
+            embedding_model=config.embedding_model,
+            embedding_dim=config.embedding_dim,
         )
-    return llm_client, embedder
+    )
 
 
 def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncoderClient:
     """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI."""
     provider = provider.lower()
     logger.info("Initializing Graphiti reranker (provider=%s)", provider)
-    if provider == "none":
-        return _PassthroughReranker()
-    if provider == "ollama":
-        from app.services.reranker_factory import build_ollama_reranker
-
-        return build_ollama_reranker(config, embedder=embedder)
-    raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: ('ollama', 'none')")
+    return build_reranker(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
 
 
 async def _build_runtime(config: Config) -> GraphitiRuntime:
@@ -205,16 +205,38 @@ def _get_graphiti(config: Config | None = None) -> GraphitiRuntime:
             if _graphiti is None:
                 config = config or Config.from_env()
                 # Validate the provider before anything is started.
-                if config.reranker_provider not in ("ollama", "none"):
+                if config.reranker_provider not in RERANKER_PROVIDERS:
                     raise ValueError(
-                        f"Unknown RERANKER_PROVIDER={config.reranker_provider}; allowed: ('ollama', 'none')"
+                        f"Unknown RERANKER_PROVIDER={config.reranker_provider}; allowed: {RERANKER_PROVIDERS}"
                     )
-                _graphiti = _run(_build_runtime(config), timeout=120)
+                _graphiti = run_on_loop(_build_runtime(config), timeout=120)
     return _graphiti
 
 
 def graphiti_is_built() -> bool:
     return _graphiti is not None
+
+
+def current_runtime() -> GraphitiRuntime | None:
+    """The runtime if it has been built, without building it (health checks)."""
+    return _graphiti
+
+
+_embedder_lock = threading.Lock()
+_standalone_embedder: tuple[tuple, Any] | None = None
+
+
+def shared_embedder(config: Config) -> Any:
+    """The graph runtime's embedder when it is running, else one built once from EMBEDDING_* settings."""
+    global _standalone_embedder
+    runtime = _graphiti
+    if runtime is not None and runtime.config.embedding_provider == config.embedding_provider:
+        return runtime.graphiti.embedder
+    key = (config.embedding_provider, config.embedding_base_url, config.embedding_model, config.embedding_dim)
+    with _embedder_lock:
+        if _standalone_embedder is None or _standalone_embedder[0] != key:
+            _standalone_embedder = (key, build_embedder(config))
+        return _standalone_embedder[1]
 
 
 def reset_graphiti() -> None:
@@ -230,7 +252,7 @@ def reset_graphiti() -> None:
         if task is not None and not task.done():
             _get_loop().call_soon_threadsafe(task.cancel)
     try:
-        _run(runtime.graphiti.close(), timeout=10)
+        run_on_loop(runtime.graphiti.close(), timeout=10)
     except Exception as error:  # closing must never stop a shutdown
         logger.debug("Graphiti close failed: %s", error)
     if runtime.embedded_db is not None:
@@ -269,7 +291,7 @@ def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
     if embedded is None or not embedded.exited:
         return
     logger.warning("Embedded FalkorDB exited (code %s); restarting it", embedded.process.returncode)
-    _run(_start_embedded_db(embedded), timeout=60)
+    run_on_loop(_start_embedded_db(embedded), timeout=60)
 
 
 class _GraphNamespace:
@@ -279,36 +301,28 @@ class _GraphNamespace:
         self._runtime = runtime
 
     def create(self, graph_id: str | None = None, name: str | None = None) -> dict:
-        return _run(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
+        return run_on_loop(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
 
     def list(self) -> list[dict]:
-        return _run(graph_store.list_graphs(self._runtime))
+        return run_on_loop(graph_store.list_graphs(self._runtime))
 
     def exists(self, graph_id: str) -> bool:
         graph_store.validate_graph_id(graph_id)
-        return _run(graph_store.graph_exists(self._runtime, graph_id))
+        return run_on_loop(graph_store.graph_exists(self._runtime, graph_id))
 
     def delete(self, graph_id: str) -> None:
-        _run(graph_store.delete_graph(self._runtime, graph_id))
+        run_on_loop(graph_store.delete_graph(self._runtime, graph_id))
 
     def import_facts(self, graph_id: str, facts: list) -> dict:
         """Facts as dicts (validated here) or FactInput objects; no LLM call."""
         parsed = [f if isinstance(f, fact_import.FactInput) else fact_import.parse_fact(f, i)
                   for i, f in enumerate(facts, start=1)]
-        return _run(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
+        return run_on_loop(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
 
     def add(self, graph_id: str, text: str, name: str = "episode", source_description: str = "text") -> dict:
         """One text episode through Graphiti's LLM extraction."""
-        return _run(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
+        return run_on_loop(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
                     timeout=self._runtime.config.llm_timeout_s * 10)
-
-    def add_batch(self, graph_id: str, texts: list[str], name: str = "episode", on_progress=None) -> list[dict]:
-        results = []
-        for index, text in enumerate(texts, start=1):
-            results.append(self.add(graph_id, text, name=f"{name}-{index}"))
-            if on_progress:
-                on_progress(index, len(texts))
-        return results
 
     def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
         """Hybrid search scoped to one graph, reranked by the configured reranker.
@@ -316,23 +330,23 @@ class _GraphNamespace:
         Errors are logged and answered with an empty result and `error` set, never raised,
         except for an unknown graph, which is the caller's mistake.
         """
-        if not _run(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
+        if not run_on_loop(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
             raise graph_store.UnknownGraphError(graph_id)
         try:
-            return _run(search_graph(self._runtime, graph_id, query, limit, scope),
+            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope),
                         timeout=self._runtime.config.search_timeout_s)
         except Exception as error:
             logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)
             return SearchOutcome(error=f"search failed: {type(error).__name__}")
 
     def nodes(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
-        return _run(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
+        return run_on_loop(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
 
     def edges(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
-        return _run(graph_store.list_edges(self._runtime, graph_id, offset, limit))
+        return run_on_loop(graph_store.list_edges(self._runtime, graph_id, offset, limit))
 
     def node(self, graph_id: str, node_uuid: str) -> dict:
-        return _run(graph_store.get_node(self._runtime, graph_id, node_uuid))
+        return run_on_loop(graph_store.get_node(self._runtime, graph_id, node_uuid))
 
     def stats(self, graph_id: str) -> dict:
-        return _run(graph_store.graph_stats(self._runtime, graph_id))
+        return run_on_loop(graph_store.graph_stats(self._runtime, graph_id))

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.rerank.permutation import PermutationReport, repair_permutation
 from app.rerank.score_parsing import strip_reasoning
-from app.rerank.strategies.prompts import PAIR_LABELS
+from app.rerank.strategies.strategy_prompts import PAIR_LABELS
 from app.rerank.types import RerankParseError
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)

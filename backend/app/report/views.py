@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from app.services.graph_search import EdgeHit, NodeHit
+from app.graph.search import EdgeHit, NodeHit
 
 _NOTE_RESERVE = 200  # room kept for the truncation note itself
 # Graphiti names facts with uuid4 strings; citations in model answers are found by this shape.

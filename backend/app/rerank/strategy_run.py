@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.rerank.judge import JudgeError
-from app.rerank.session import RerankSession, typed_error
+from app.rerank.judge_call import JudgeCall, typed_error
 from app.rerank.strategies.base import strategy_name
 from app.rerank.strategies.registry import get_strategy
 from app.rerank.types import (
@@ -74,8 +74,8 @@ async def rerank(
     check_request(query, top_k)
     docs = as_documents(documents)
     check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
-    judge = provider.judge if isinstance(provider, RerankSession) else provider
-    session = RerankSession(judge, strict=strict, context_tokens=context_tokens)
+    judge = provider.judge if isinstance(provider, JudgeCall) else provider
+    session = JudgeCall(judge, strict=strict, context_tokens=context_tokens)
     estimated = _guarded(name, chosen.estimate_calls, len(docs), top_k) if docs else 0
     results = await _guarded(name, chosen.rerank, query, docs, session, top_k) if docs else []
     kept, dropped = _checked(results, docs, top_k, name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.services.report_views import BudgetedText, EntityView, FactView
+from app.report.views import BudgetedText, EntityView, FactView
 
 
 class ToolResult:

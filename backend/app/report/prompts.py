@@ -6,9 +6,9 @@ apart by their first message. Graph content always travels in the user message a
 
 from __future__ import annotations
 
-from app.services.report_results import DONT_KNOW
-from app.services.report_tool_args import describe_tools
-from app.services.report_views import EntityView, FactView
+from app.report.results import DONT_KNOW
+from app.report.tool_args import describe_tools
+from app.report.views import EntityView, FactView
 
 SUB_QUERY_PROMPT = (
     "You help search a knowledge graph. Split the user's question into short, self-contained search "

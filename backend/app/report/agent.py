@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.config import Config
-from app.services import report_prompts as prompts
-from app.services.report_llm import ReportLLM, ReportLLMError, parse_json_object
-from app.services.report_store import ReportStore, new_report_id, now_iso
-from app.services.report_tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
-from app.services.report_protocol import InvalidCall, parse_action, verify_citations
-from app.services.report_tools import ReportTools
-from app.services.report_views import FactView
-from app.services.tasks import Task, tasks
+from app.report import prompts as prompts
+from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
+from app.report.store import ReportStore, new_report_id, now_iso
+from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.protocol import InvalidCall, parse_action, verify_citations
+from app.report.tools import ReportTools
+from app.report.views import FactView
+from app.tasks import Task, tasks
 
 logger = logging.getLogger(__name__)
 

@@ -12,18 +12,18 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from app.config import Config
-from app.services.graph_search import SearchOutcome
-from app.services.graph_store import UnknownGraphError, UnknownNodeError
-from app.services.graphiti_adapter import GraphitiAdapter
-from app.services.report_interview import ground_answers, interview_summary
-from app.services.report_llm import ReportLLM, ReportLLMError
-from app.services.report_prompts import interview_messages, sub_query_messages
-from app.services.report_results import (
+from app.graph.search import SearchOutcome
+from app.graph.store import UnknownGraphError, UnknownNodeError
+from app.graph.runtime import GraphitiAdapter
+from app.report.interview import ground_answers, interview_summary
+from app.report.llm import ReportLLM, ReportLLMError
+from app.report.prompts import interview_messages, sub_query_messages
+from app.report.results import (
     DONT_KNOW, EntityInterview, InsightResult, InterviewAnswer, InterviewResult, PanoramaResult, SearchResult,
     ToolResult, relation_chains,
 )
-from app.services.report_tool_args import parse_tool_arguments
-from app.services.report_views import EntityView, FactView
+from app.report.tool_args import parse_tool_arguments
+from app.report.views import EntityView, FactView
 
 logger = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ which a yes/no judge folds together: Zhuang et al. 2023, "Beyond Yes and No"); `
 from __future__ import annotations
 
 import re
-from typing import Literal
+
 
 PROMPT_VERSION = "pointwise-2"
 
-ScoreMode = Literal["logprobs", "json", "graded"]
+ScoreMode = str  # an entry of config.RERANKER_SCORE_MODES other than "auto"
 
 QUERY_OPEN = "<query>"
 QUERY_CLOSE = "</query>"

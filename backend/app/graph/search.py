@@ -24,7 +24,7 @@ from graphiti_core.search.search import search as graphiti_search
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF
 from graphiti_core.search.search_filters import SearchFilters
 
-from app.services.ollama_reranker import RANK_FELL_BACK
+from app.rerank.guarded import RANK_FELL_BACK
 
 SCOPES = ("edges", "nodes", "both")
 

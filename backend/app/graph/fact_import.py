@@ -19,7 +19,7 @@ from graphiti_core.edges import EntityEdge
 from graphiti_core.nodes import EntityNode
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
-from app.services.graph_store import _rows, require_graph
+from app.graph.store import cypher_rows, require_graph
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def _relation_name(relation: str) -> str:
 async def _existing_entities(driver, graph_id: str, names: list[str]) -> dict[str, str]:
     # UNWIND + equality, not `n.name IN $names`: FalkorDB 1.4.1 crashes (SIGSEGV) on an indexed
     # IN-filter whose list holds a full-text stopword, i.e. an entity called "The" or "it".
-    rows = await _rows(
+    rows = await cypher_rows(
         driver,
         "UNWIND $names AS wanted MATCH (n:Entity {name: wanted}) WHERE n.group_id = $graph_id "
         "RETURN n.name AS name, n.uuid AS uuid",
@@ -229,5 +229,5 @@ async def import_facts(runtime, graph_id: str, facts: list[FactInput]) -> dict:
 
 
 async def _undo(driver, node_uuids: list[str], edge_uuids: list[str]) -> None:
-    await _rows(driver, "MATCH ()-[e:RELATES_TO]->() WHERE e.uuid IN $uuids DELETE e", uuids=edge_uuids)
-    await _rows(driver, "MATCH (n:Entity) WHERE n.uuid IN $uuids DETACH DELETE n", uuids=node_uuids)
+    await cypher_rows(driver, "MATCH ()-[e:RELATES_TO]->() WHERE e.uuid IN $uuids DELETE e", uuids=edge_uuids)
+    await cypher_rows(driver, "MATCH (n:Entity) WHERE n.uuid IN $uuids DETACH DELETE n", uuids=node_uuids)

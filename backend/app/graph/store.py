@@ -14,7 +14,7 @@ from typing import Any
 
 from graphiti_core.driver.falkordb import STOPWORDS as FALKORDB_STOPWORDS
 
-from app.services.graph_search import iso
+from app.graph.search import iso
 
 GRAPH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 REGISTRY_GRAPH = "mirofish_registry"  # FalkorDB graph that holds the registry
@@ -50,7 +50,7 @@ def new_graph_id() -> str:
     return "g_" + secrets.token_hex(6)
 
 
-async def _rows(driver, query: str, **params) -> list[dict]:
+async def cypher_rows(driver, query: str, **params) -> list[dict]:
     result = await driver.execute_query(query, **params)
     if not result:
         return []
@@ -65,7 +65,7 @@ def _registry_driver(runtime):
 async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
     validate_graph_id(graph_id)
     created_at = datetime.now(timezone.utc).isoformat()
-    rows = await _rows(
+    rows = await cypher_rows(
         _registry_driver(runtime),
         "MERGE (g:MiroGraph {graph_id: $graph_id}) "
         "ON CREATE SET g.name = $name, g.created_at = $created_at "
@@ -79,7 +79,7 @@ async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
 
 
 async def list_graphs(runtime) -> list[dict]:
-    return await _rows(
+    return await cypher_rows(
         _registry_driver(runtime),
         "MATCH (g:MiroGraph) RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at "
         "ORDER BY g.created_at, g.graph_id",
@@ -87,7 +87,7 @@ async def list_graphs(runtime) -> list[dict]:
 
 
 async def graph_exists(runtime, graph_id: str) -> bool:
-    rows = await _rows(
+    rows = await cypher_rows(
         _registry_driver(runtime),
         "MATCH (g:MiroGraph {graph_id: $graph_id}) RETURN count(g) AS n",
         graph_id=graph_id,
@@ -111,8 +111,8 @@ async def delete_graph(runtime, graph_id: str) -> None:
             if "empty key" not in str(error).lower() and "invalid graph" not in str(error).lower():
                 raise
     else:
-        await _rows(runtime.driver, "MATCH (n {group_id: $graph_id}) DETACH DELETE n", graph_id=graph_id)
-    await _rows(
+        await cypher_rows(runtime.driver, "MATCH (n {group_id: $graph_id}) DETACH DELETE n", graph_id=graph_id)
+    await cypher_rows(
         _registry_driver(runtime),
         "MATCH (g:MiroGraph {graph_id: $graph_id}) DELETE g",
         graph_id=graph_id,
@@ -134,7 +134,7 @@ def _edge_row(row: dict) -> dict:
 async def list_edges(runtime, graph_id: str, offset: int, limit: int) -> dict:
     await require_graph(runtime, graph_id)
     driver = runtime.driver_for(graph_id)
-    rows = await _rows(
+    rows = await cypher_rows(
         driver,
         "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) WHERE e.group_id = $graph_id "
         f"RETURN {_EDGE_FIELDS} ORDER BY e.created_at, e.uuid SKIP $offset LIMIT $limit",
@@ -147,7 +147,7 @@ async def list_edges(runtime, graph_id: str, offset: int, limit: int) -> dict:
 async def list_nodes(runtime, graph_id: str, offset: int, limit: int) -> dict:
     await require_graph(runtime, graph_id)
     driver = runtime.driver_for(graph_id)
-    rows = await _rows(
+    rows = await cypher_rows(
         driver,
         "MATCH (n:Entity) WHERE n.group_id = $graph_id "
         "RETURN n.uuid AS uuid, n.name AS name, n.summary AS summary, labels(n) AS labels, "
@@ -165,7 +165,7 @@ async def list_nodes(runtime, graph_id: str, offset: int, limit: int) -> dict:
 async def get_node(runtime, graph_id: str, node_uuid: str) -> dict:
     await require_graph(runtime, graph_id)
     driver = runtime.driver_for(graph_id)
-    rows = await _rows(
+    rows = await cypher_rows(
         driver,
         "MATCH (n:Entity {uuid: $uuid}) WHERE n.group_id = $graph_id "
         "RETURN n.uuid AS uuid, n.name AS name, n.summary AS summary, labels(n) AS labels",
@@ -173,7 +173,7 @@ async def get_node(runtime, graph_id: str, node_uuid: str) -> dict:
     )
     if not rows:
         raise UnknownNodeError(f"node {node_uuid!r} not found in graph {graph_id!r}")
-    edges = await _rows(
+    edges = await cypher_rows(
         driver,
         "MATCH (s:Entity)-[e:RELATES_TO]->(t:Entity) WHERE e.group_id = $graph_id "
         "AND (s.uuid = $uuid OR t.uuid = $uuid) "
@@ -201,5 +201,5 @@ async def graph_stats(runtime, graph_id: str) -> dict:
 
 
 async def _count(driver, match: str, graph_id: str) -> int:
-    rows = await _rows(driver, f"{match} RETURN count(*) AS n", graph_id=graph_id)
+    rows = await cypher_rows(driver, f"{match} RETURN count(*) AS n", graph_id=graph_id)
     return int(rows[0]["n"]) if rows else 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.services.report_results import DONT_KNOW, EntityInterview, InterviewAnswer
-from app.services.report_views import UUID_PATTERN
+from app.report.results import DONT_KNOW, EntityInterview, InterviewAnswer
+from app.report.views import UUID_PATTERN
 
 _DONT_KNOW = re.compile(r"\b(i\s+(do\s+not|don'?t|dont)\s+know|unknown|not\s+in\s+my\s+facts)\b", re.IGNORECASE)
 

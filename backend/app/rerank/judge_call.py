@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from app.config import DEFAULT_CONTEXT_TOKENS
 from app.rerank.judge import JudgeError, LLMJudge, Usage
 from app.rerank.types import DocumentTooLongError, RerankParseError, RerankProviderError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONTEXT_TOKENS = 8192
 _MESSAGE_OVERHEAD_TOKENS = 8
 _DEAD_AFTER = 3  # failed units, none reaching the server, that end a lenient call
 
@@ -45,7 +45,7 @@ def typed_error(exc: JudgeError) -> RerankProviderError | RerankParseError:
     )
 
 
-class RerankSession:
+class JudgeCall:
     def __init__(self, judge: LLMJudge, *, strict: bool = True, context_tokens: int | None = None) -> None:
         self.judge = judge
         self.strict = strict
@@ -140,8 +140,8 @@ class RerankSession:
         }
 
 
-def session_for(provider: Any) -> RerankSession:
+def judge_call_for(provider: Any) -> JudgeCall:
     """The provider as a session: strategies called directly with a bare judge get a strict one."""
-    if isinstance(provider, RerankSession):
+    if isinstance(provider, JudgeCall):
         return provider
-    return RerankSession(provider, strict=True)
+    return JudgeCall(provider, strict=True)

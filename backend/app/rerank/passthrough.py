@@ -5,7 +5,7 @@ from __future__ import annotations
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 
-class _PassthroughReranker(CrossEncoderClient):
+class PassthroughReranker(CrossEncoderClient):
     """Returns the passages in the order given, scored 1.0, 0.99, 0.98, ...
 
     Scores stay above 0 for any realistic list so Graphiti's reranker_min_score (0) drops nothing.

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from graphiti_core.nodes import EpisodeType
 
-from app.services.graph_store import require_graph
+from app.graph.store import require_graph
 
 DEFAULT_CHUNK_CHARS = 1200
 

@@ -1,0 +1,76 @@
+"""The one place that turns `Config` into a judge and a cross-encoder client.
+
+The app (`_build_reranker` inside `_get_graphiti()`), /api/rerank, the benchmark, the demo and the
+load command all build through here, so a RERANKER_* setting means the same thing everywhere.
+
+The judge owns the bound on concurrent model requests, the score cache and the counters; two
+judges on the same model server would each allow RERANKER_MAX_PARALLEL requests. So the graph
+reranker and /api/rerank share one: `shared_judge(config)`. It is rebuilt only when the RERANKER_*
+settings it is made from change (tests switch settings; production builds it once). The benchmark
+asks for a private judge per strategy (`build_reranker(config, judge=build_judge(config))`) so one
+strategy's cache and counters never leak into another's.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from graphiti_core.cross_encoder.client import CrossEncoderClient
+
+from app.config import RERANKER_PROVIDERS, Config
+from app.rerank.judge import LLMJudge
+from app.rerank.ollama_reranker import OllamaReranker
+from app.rerank.passthrough import PassthroughReranker
+from app.rerank.strategies.registry import strategy_from_config
+
+_lock = threading.Lock()
+_shared: tuple[tuple, LLMJudge] | None = None
+
+
+def _judge_settings(config: Config) -> dict[str, Any]:
+    """The RERANKER_* settings a judge is made from, by LLMJudge's argument names."""
+    return dict(
+        model=config.reranker_model,
+        base_url=config.reranker_base_url,
+        api_key=config.reranker_api_key,
+        score_mode=config.reranker_score_mode,
+        max_parallel=config.reranker_max_parallel,
+        timeout_s=config.reranker_timeout_s,
+        cache_size=config.reranker_cache_size,
+        max_tokens=config.reranker_max_tokens,
+        instructions=config.reranker_instructions,
+    )
+
+
+def build_judge(config: Config) -> LLMJudge:
+    """A new judge on the RERANKER_* settings (no network I/O)."""
+    return LLMJudge(**_judge_settings(config))
+
+
+def shared_judge(config: Config) -> LLMJudge:
+    """The process-wide judge for these settings."""
+    global _shared
+    key = tuple(_judge_settings(config).values())
+    with _lock:
+        if _shared is None or _shared[0] != key:
+            _shared = (key, build_judge(config))
+        return _shared[1]
+
+
+def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
+    """The cross encoder for RERANKER_PROVIDER: the passthrough, or the LLM judge running
+    RERANKER_STRATEGY with its settings (mmr needs the embedder). No network I/O."""
+    provider = config.reranker_provider
+    if provider not in RERANKER_PROVIDERS:
+        raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: {RERANKER_PROVIDERS}")
+    if provider == "none":
+        return PassthroughReranker()
+    return OllamaReranker(
+        judge or shared_judge(config),
+        strategy=strategy_from_config(config, embedder=embedder),
+        deadline_s=config.reranker_deadline_s,
+        context_tokens=config.reranker_context_tokens,
+        breaker_threshold=config.reranker_breaker_threshold,
+        breaker_cooldown_s=config.reranker_breaker_cooldown_s,
+    )

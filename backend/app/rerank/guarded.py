@@ -1,0 +1,138 @@
+"""The one wrapper every cross-encoder client of ours runs in: deadline, circuit breaker, fallback.
+
+A subclass says how to rank (`_rank`) and, optionally, when no model is needed (`_needs_model`).
+The wrapper guarantees what graph search relies on:
+
+- `rank` never raises (only cancellation propagates) and returns every incoming passage exactly
+  once, byte for byte, with a score > 0: Graphiti drops results below `reranker_min_score` (0);
+- a failed call (server down, unknown model, every request failing, deadline passed, prompt too
+  large, a bug) answers in the incoming order with exactly one WARNING and sets `RANK_FELL_BACK`;
+- after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
+  then calls try again (half-open) and a success closes the breaker. A call that needs no model
+  (every score cached) is served even while the breaker is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import abstractmethod
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+from graphiti_core.cross_encoder.client import CrossEncoderClient
+
+from app.rerank.circuit_breaker import CircuitBreaker
+from app.rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
+
+# Set when a rank call in the current task fell back to the incoming order. The cross-encoder
+# interface returns only (passage, score), so this is how graph search learns that an order was
+# not the model's and stops calling it reranked.
+RANK_FELL_BACK: ContextVar[bool] = ContextVar("rank_fell_back", default=False)
+
+DEADLINE_EXCEEDED = "RankDeadlineExceeded"
+
+
+class Counters(Protocol):
+    def add(self, name: str, amount: int = 1) -> None: ...
+
+    def record_error(self, error_class: str) -> None: ...
+
+
+def incoming_order(passages: list[str]) -> list[tuple[str, float]]:
+    """The incoming order, scores 1.0 descending and always > 0."""
+    count = len(passages)
+    return [(passage, 1.0 - index / (count + 1)) for index, passage in enumerate(passages)]
+
+
+def fallback_order(passages: list[str]) -> list[tuple[str, float]]:
+    """The incoming order as a failed call's answer, flagged in RANK_FELL_BACK."""
+    RANK_FELL_BACK.set(True)
+    return incoming_order(passages)
+
+
+class GuardedReranker(CrossEncoderClient):
+    """Base class: subclasses implement `_rank` and `describe`; see the module docstring."""
+
+    def __init__(
+        self, *, counters: Counters, deadline_s: float, breaker_threshold: int, breaker_cooldown_s: float
+    ) -> None:
+        if deadline_s <= 0:
+            raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
+        self.counters = counters
+        self.deadline_s = float(deadline_s)
+        self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown_s)
+        # Warnings carry the implementation's module name (app.rerank.ollama_reranker, ...).
+        self.logger = logging.getLogger(type(self).__module__)
+
+    @abstractmethod
+    async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        """Every passage once, best first, scores > 0; raise on a failure of the whole call."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """What is ranking, for the WARNING of a failed call (never a secret)."""
+
+    def _needs_model(self, query: str, passages: list[str]) -> bool:
+        return True
+
+    async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        self.counters.add("calls")
+        passages = list(passages)
+        if not passages:
+            return []
+        try:
+            needs_model = self._needs_model(query, passages)
+            if needs_model and not self.breaker.allow():
+                return self._breaker_open(passages)
+            async with asyncio.timeout(self.deadline_s):
+                ranked = await self._rank(query, passages)
+        except TimeoutError:
+            return self._call_failed(passages, DEADLINE_EXCEEDED, f"no result within {self.deadline_s:g}s")
+        except Exception as exc:  # typed errors and bugs alike: the search must still answer
+            return self._call_failed(passages, _error_class(exc), _detail(exc), exc)
+        if needs_model:
+            self.breaker.record_success()
+        return ranked
+
+    def guard_stats(self) -> dict[str, Any]:
+        return {"deadline_s": self.deadline_s, "breaker": self.breaker.snapshot()}
+
+    def _breaker_open(self, passages: list[str]) -> list[tuple[str, float]]:
+        self.counters.add("breaker_skips")
+        self.logger.warning(
+            "Reranker circuit breaker is open for %s: model skipped for %.1fs more; "
+            "%d passages keep their incoming order",
+            self.describe(), self.breaker.retry_in_s(), len(passages),
+        )
+        return fallback_order(passages)
+
+    def _call_failed(
+        self, passages: list[str], error_class: str, detail: str, exc: BaseException | None = None
+    ) -> list[tuple[str, float]]:
+        """The one WARNING of a failed call, breaker bookkeeping, and the incoming-order fallback."""
+        self.counters.add("fallbacks")
+        # A failed model request or an unusable answer was already counted where it happened.
+        if not isinstance(exc, (RerankProviderError, RerankParseError)):
+            self.counters.record_error(error_class)
+        opened = self.breaker.record_failure()
+        self.logger.warning(
+            "Reranker %s failed (%s: %s); %d passages keep their incoming order%s",
+            self.describe(), error_class, detail, len(passages),
+            f"; circuit breaker open for {self.breaker.cooldown_s:g}s" if opened else "",
+            exc_info=exc if _is_bug(exc) else None,
+        )
+        return fallback_order(passages)
+
+
+def _error_class(exc: Exception) -> str:
+    return getattr(exc, "error_class", None) or type(exc).__name__
+
+
+def _detail(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _is_bug(exc: BaseException | None) -> bool:
+    """Expected failures (model down, bad answer, prompt too big) need no traceback in the log."""
+    return exc is not None and (isinstance(exc, RerankStrategyError) or not isinstance(exc, RerankError))

@@ -1,0 +1,122 @@
+"""Graphiti cross encoder backed by a chat model on an OpenAI-compatible server (Ollama, llama.cpp).
+
+`OllamaReranker(judge, strategy=...)` runs one reranking strategy (pointwise by default: one request
+per distinct passage, concurrently under the judge's process-wide bound) on the shared `LLMJudge`,
+inside the deadline / breaker / fallback wrapper of app/rerank/guarded.py. Passages come back byte
+for byte, each exactly once (duplicates too), best first, every score > 0.
+
+Scores: pointwise returns the judge's relevance (floored at SCORE_FLOOR); a passage whose own
+request failed sits below every scored one, failed ones keeping their incoming order. The other
+strategies give rank-derived scores (1.0 for the best, descending). Passages with no text cannot be
+judged and go last. A failed window, group or pair keeps its incoming order (counted in `stats()`);
+a failure of the whole call falls back to the incoming order with one WARNING.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from app.rerank.guarded import GuardedReranker
+from app.rerank.judge import LLMJudge
+from app.rerank.strategies.base import strategy_name
+from app.rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
+from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
+from app.rerank.strategy_run import rerank
+from app.rerank.types import Document, RerankResult, rank_score
+
+# Real scores are floored here so a failed passage can always sit strictly below them and > 0.
+SCORE_FLOOR = 1e-6
+_STRATEGY_COUNTERS = ("unit_fallbacks", "repairs", "ties")
+
+
+class OllamaReranker(GuardedReranker):
+    """LLM-as-judge cross encoder; see the module docstring for its ordering and failure semantics."""
+
+    def __init__(
+        self,
+        judge: LLMJudge,
+        *,
+        strategy: Any = None,
+        deadline_s: float = 120.0,
+        context_tokens: int | None = None,
+        breaker_threshold: int = 3,
+        breaker_cooldown_s: float = 30.0,
+    ) -> None:
+        # No network I/O here: the app must boot while the model server is down.
+        super().__init__(counters=judge.counters, deadline_s=deadline_s,
+                         breaker_threshold=breaker_threshold, breaker_cooldown_s=breaker_cooldown_s)
+        self.judge = judge  # shared: its bound on concurrent requests is process-wide
+        self.strategy = strategy if strategy is not None else PointwiseStrategy()
+        self.context_tokens = context_tokens
+        self._strategy_counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OllamaReranker({strategy_name(self.strategy)!r}, {self.judge!r})"
+
+    def describe(self) -> str:
+        return f"{strategy_name(self.strategy)} with model {self.judge.model!r}"
+
+    def stats(self) -> dict[str, Any]:
+        with self._counts_lock:
+            counts = dict(self._strategy_counts)
+        return {
+            "provider": "ollama",
+            "strategy": strategy_name(self.strategy),
+            **self.judge.stats(),
+            "strategy_prompt_version": STRATEGY_PROMPT_VERSION,
+            "strategy_counters": {name: counts.get(name, 0) for name in _STRATEGY_COUNTERS},
+            **self.guard_stats(),
+        }
+
+    async def aclose(self) -> None:
+        await self.judge.aclose()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _needs_model(self, query: str, passages: list[str]) -> bool:
+        all_cached = getattr(self.strategy, "all_cached", None)
+        return not (callable(all_cached) and all_cached(self.judge, query, _judgeable(passages)))
+
+    async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        rankable = [index for index, passage in enumerate(passages) if passage.strip()]
+        documents = [Document(id=str(index), text=passages[index]) for index in rankable]
+        outcome = await rerank(query, documents, provider=self.judge, strategy=self.strategy, strict=False,
+                               context_tokens=self.context_tokens)
+        self._count(outcome.stats)
+        results = outcome.results + outcome.dropped
+        order = [rankable[result.original_index] for result in results]
+        placed = set(order)
+        unjudged = [index for index in range(len(passages)) if index not in placed]
+        if getattr(self.strategy, "scores_are_relevance", False):
+            scores = _relevance_scores(results) + _below(len(unjudged), results)
+        else:
+            scores = [rank_score(rank, len(passages)) for rank in range(1, len(passages) + 1)]
+        return [(passages[index], score) for index, score in zip(order + unjudged, scores)]
+
+    def _count(self, stats: dict[str, Any]) -> None:
+        with self._counts_lock:
+            self._strategy_counts.update(
+                unit_fallbacks=stats["fallbacks"], repairs=stats["repairs"], ties=stats["ties"]
+            )
+        if getattr(self.strategy, "scores_are_relevance", False):
+            self.judge.counters.add("passage_failures", stats["fallbacks"])
+
+
+def _judgeable(passages: list[str]) -> list[str]:
+    return [passage for passage in passages if passage.strip()]
+
+
+def _relevance_scores(results: list[RerankResult]) -> list[float]:
+    """The judge's scores floored above 0; unscored results (already last) share half the lowest."""
+    real = [max(result.score, SCORE_FLOOR) for result in results if not result.metadata.get(UNSCORED)]
+    failed = min(real, default=2 * SCORE_FLOOR) / 2
+    return [failed if result.metadata.get(UNSCORED) else max(result.score, SCORE_FLOOR) for result in results]
+
+
+def _below(count: int, results: list[RerankResult]) -> list[float]:
+    """Scores for passages that could not be judged: below everything else, descending, > 0."""
+    lowest = min((max(result.score, SCORE_FLOOR) for result in results), default=1.0) / 4
+    return [lowest * (1 - index / (count + 1)) for index in range(count)]
