@@ -15,7 +15,7 @@ from app.bench.estimate import ConfirmationRefused
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.runner import RerankBenchArgs, run_rerank_bench
 from app.config import Config
-from tests.support.scripted_llm import delay, judge, unused_base_url
+from tests.support.scripted_llm import delay, garbage, judge, unused_base_url
 from tests.support.scripted_rankers import ranking_llm
 
 GRADE_SCORE = {"grade3": 0.9, "grade2": 0.6, "grade1": 0.3, "grade0": 0.05}
@@ -99,6 +99,31 @@ def test_registry_strategies_spend_exactly_their_estimate(strategy, dataset, tmp
                                echo=lines.append)
     assert estimated_total(lines) == scripted_llm.count > 0
     assert results["strategies"][f"{strategy}:logprobs"]["fallbacks"] == 0
+
+
+def test_unusable_answers_of_a_multi_passage_strategy_are_counted(dataset, tmp_path, scripted_llm):
+    """Every window of every query answers garbage: the row must say so, not 0% invalid (#15)."""
+    scripted_llm.responder = ranking_llm(relevance, listwise=lambda prompt: garbage("no idea"))
+    config = Config(reranker_window_size=2, reranker_window_stride=1)
+    results = run_rerank_bench(bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "sliding_window",
+                                          base=config), echo=lambda _: None)
+    row = results["strategies"]["sliding_window:logprobs"]
+    windows = sum(len(items) - 1 for items in CANDIDATES.values())  # window 2, stride 1
+    assert row["calls"] == windows == scripted_llm.count
+    assert row["invalid_output_rate"] == 1.0 and row["unit_fallbacks"] == windows
+    assert row["fallbacks"] == len(QUERIES)  # no window worked: each query fell back as a whole
+
+
+def test_one_failed_window_is_a_unit_fallback_and_one_invalid_output(dataset, tmp_path, scripted_llm):
+    scripted_llm.responder = ranking_llm(
+        relevance, listwise=lambda prompt: garbage() if "grade0 gamma" in prompt.passages else None)
+    config = Config(reranker_window_size=3, reranker_window_stride=2)
+    results = run_rerank_bench(bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "sliding_window",
+                                          base=config), echo=lambda _: None)
+    row = results["strategies"]["sliding_window:logprobs"]
+    assert row["unit_fallbacks"] == 1 and row["fallbacks"] == 0
+    assert row["invalid_output_rate"] == round(1 / row["calls"], 4)
+    assert " unit fallbacks |" in (tmp_path / "out" / "results.md").read_text()
 
 
 def test_a_rerun_reuses_finished_queries(dataset, tmp_path, scripted_llm):

@@ -122,8 +122,30 @@ def test_unit_fallbacks_are_counted_without_a_warning(scripted_llm, caplog):
                               strategy=get_strategy("sliding_window", window_size=3, stride=2))
     result = rank(reranker, ["aaaa", "bbbbbb", "c", "dd", "zz"])
     assert len(result) == 5 and not warnings_in(caplog)
-    assert reranker.stats()["strategy_counters"]["unit_fallbacks"] == 1
-    assert reranker.stats()["strategy"] == "sliding_window"
+    stats = reranker.stats()
+    assert stats["strategy_counters"]["unit_fallbacks"] == 1
+    # The judge-wide counters (/health) see the unusable answer and the window that kept its order.
+    assert stats["invalid_outputs"] == 1 and stats["unit_fallbacks"] == 1 and stats["fallbacks"] == 0
+    assert stats["strategy"] == "sliding_window"
+
+
+@pytest.mark.parametrize("strategy, knobs, units", [
+    ("sliding_window", {"window_size": 3, "stride": 2}, 2),
+    ("listwise", {}, 1),
+    ("tournament", {"rounds": 1, "plan": [(1, 2), (1, 1)]}, 2),
+    ("pairwise", {"passes": 1}, 4),
+])
+def test_every_garbage_answer_is_an_invalid_output(scripted_llm, strategy, knobs, units):
+    """A run where every answer is garbage falls back once, and says why: each unusable answer is an
+    invalid output and each unit that kept its order a unit fallback (#15: this used to read 0)."""
+    scripted_llm.responder = always(garbage("no idea"))
+    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
+    passages = ["aaaa", "bbbbbb", "c", "dd", "zz"][: 4 if strategy == "tournament" else 5]
+    assert [passage for passage, _ in rank(reranker, passages)] == passages
+    stats = reranker.stats()
+    assert stats["fallbacks"] == 1
+    assert stats["invalid_outputs"] == stats["model_requests"] == scripted_llm.count > 0
+    assert stats["unit_fallbacks"] == units
 
 
 def test_graph_search_order_follows_the_listwise_model(backend, scripted_llm):
@@ -147,3 +169,4 @@ def test_graph_search_order_follows_the_listwise_model(backend, scripted_llm):
     assert sorted(prompt.passages) == sorted(rrf) and prompt.query == QUERY
     stats = client.get("/health").get_json()["reranker"]["stats"]
     assert stats["strategy"] == "listwise" and stats["calls"] >= 1 and stats["fallbacks"] == 0
+    assert stats["unit_fallbacks"] == 0 and stats["invalid_outputs"] == 0  # /health shows both counters

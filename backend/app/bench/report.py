@@ -17,6 +17,7 @@ COLUMNS = (
     ("compl. tok/q", "completion_tokens_per_query", "{:.0f}"),
     ("invalid", "invalid_output_rate", "{:.1%}"),
     ("fallbacks", "fallbacks", "{}"),
+    ("unit fallbacks", "unit_fallbacks", "{}"),
     ("cache hits", "cache_hits", "{}"),
     ("queries", "queries", "{}"),
 )

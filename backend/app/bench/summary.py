@@ -8,7 +8,7 @@ from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
 
 # Judge counter deltas each record carries (names of app.rerank.judge counters).
 COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
-                  "passage_failures", "cache_hits", "breaker_skips")
+                  "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips")
 
 
 def counter_delta(before: Mapping, after: Mapping) -> dict[str, int]:
@@ -44,6 +44,7 @@ def summarize(records: list[dict], qrels: Mapping, rel_level: int) -> tuple[dict
         prompt_tokens_per_call=round(_total(records, "prompt_tokens") / calls, 1) if calls else 0.0,
         invalid_output_rate=round(_total(records, "invalid_outputs") / calls, 4) if calls else 0.0,
         fallbacks=int(_total(records, "fallbacks")),
+        unit_fallbacks=int(_total(records, "unit_fallbacks")),
         passage_failures=int(_total(records, "passage_failures")),
         cache_hits=int(_total(records, "cache_hits")),
         breaker_skips=int(_total(records, "breaker_skips")),

@@ -3,9 +3,11 @@
 It offers the judge's two request methods, `score()` and `complete()`, so a strategy written against
 `LLMJudge` works unchanged, and adds what belongs to one call only:
 
-- counting: LLM calls made (cache hits are not calls), tokens, unit fallbacks, permutation repairs,
-  pairwise ties. The judge's own counters are process-wide and shared by concurrent calls, so a
-  per-call count cannot be read from them;
+- counting: LLM calls made (cache hits are not calls), tokens, unusable answers, unit fallbacks,
+  permutation repairs, pairwise ties. The judge's own counters are process-wide and shared by
+  concurrent calls, so a per-call count cannot be read from them; unusable answers and unit
+  fallbacks are also added to the judge's `invalid_outputs` / `unit_fallbacks`, so /health and the
+  benchmark see them for every strategy, not only pointwise;
 - typed errors: `JudgeError` becomes `RerankProviderError` or `RerankParseError`;
 - the failure policy for one unit of work (a window, a group, a pair): with `strict` the error
   propagates (fail fast); otherwise the unit keeps its incoming order and a fallback is counted;
@@ -17,7 +19,8 @@ The judge's semaphore, cache and counters stay the only ones: nothing here bypas
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from app.config import DEFAULT_CONTEXT_TOKENS
 from app.rerank.judge import JudgeError, LLMJudge, Usage
@@ -27,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 _MESSAGE_OVERHEAD_TOKENS = 8
 _DEAD_AFTER = 3  # failed units, none reaching the server, that end a lenient call
+T = TypeVar("T")
 
 
 def estimate_tokens(text: str) -> int:
@@ -54,6 +58,7 @@ class JudgeCall:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.fallbacks = 0  # units (window, group, pair, document) answered in incoming order
+        self.invalid_outputs = 0  # answers read by a strategy that held nothing usable
         self.repairs = 0  # entries added to or dropped from model permutations / selections
         self.ties = 0  # pairwise comparisons whose two orders disagreed
         self.successes = 0
@@ -76,7 +81,7 @@ class JudgeCall:
         try:
             return await self.judge.score(query, passage)
         except JudgeError as exc:
-            raise typed_error(exc) from None
+            raise self._typed(exc) from None
 
     async def complete(
         self, messages: list[dict[str, str]], *, max_tokens: int, json_object: bool = False
@@ -85,10 +90,25 @@ class JudgeCall:
         try:
             text, usage = await self.judge.complete(messages, max_tokens=max_tokens, json_object=json_object)
         except JudgeError as exc:
-            raise typed_error(exc) from None
+            raise self._typed(exc) from None
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         return text, usage
+
+    def _typed(self, exc: JudgeError) -> RerankProviderError | RerankParseError:
+        if exc.error_class == "InvalidOutput":  # the judge has counted it in its own counters
+            self.invalid_outputs += 1
+        return typed_error(exc)
+
+    def parsed(self, read: Callable[..., T], text: str, *args: Any) -> T:
+        """`read(text, *args)`, counting an unusable answer (RerankParseError) as an invalid output."""
+        try:
+            return read(text, *args)
+        except RerankParseError:
+            self.invalid_outputs += 1
+            self.judge.counters.add("invalid_outputs")
+            self.judge.counters.record_error("InvalidOutput")
+            raise
 
     def check_fits(self, messages: list[dict[str, str]], answer_tokens: int, longest_id: str | None, what: str) -> None:
         """Refuse a prompt that would not fit the model's context window (estimated, before sending)."""
@@ -113,6 +133,7 @@ class JudgeCall:
         if self._unreachable(error) and self.fallbacks >= _DEAD_AFTER - 1:
             raise error  # nothing has reached the server so far: it is down, stop spending calls on it
         self.fallbacks += 1
+        self.judge.counters.add("unit_fallbacks")
         self.last_error = error
         logger.debug("Rerank %s keeps its incoming order (%s: %s)", what, type(error).__name__, error)
 
@@ -133,6 +154,7 @@ class JudgeCall:
         return {
             "calls": self.calls,
             "fallbacks": self.fallbacks,
+            "invalid_outputs": self.invalid_outputs,
             "repairs": self.repairs,
             "ties": self.ties,
             "prompt_tokens": self.prompt_tokens,

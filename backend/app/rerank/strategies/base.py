@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from app.rerank.judge_call import JudgeCall, judge_call_for
-from app.rerank.types import Document, RerankResult, TooManyDocumentsError, rank_score
+from app.rerank.types import Document, RerankError, RerankResult, TooManyDocumentsError, rank_score
 
 
 @runtime_checkable
@@ -81,3 +81,12 @@ async def gather_or_fail(awaitables: Sequence[Awaitable[T]]) -> list[T]:
     except BaseExceptionGroup as errors:
         raise errors.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+def first_failure(outcomes: Sequence[Any]) -> RerankError | None:
+    """The first typed error among `asyncio.gather(..., return_exceptions=True)` outcomes; anything
+    else raised (a bug, a cancellation) is raised as itself."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, RerankError):
+            raise outcome
+    return next((outcome for outcome in outcomes if isinstance(outcome, RerankError)), None)

@@ -37,7 +37,7 @@ async def rank_list(
         messages = listwise_messages(query, passages, session.instructions)
         session.check_fits(messages, answer_tokens(size), longest_id(documents), what)
         text, _ = await session.complete(messages, max_tokens=answer_tokens(size), json_object=True)
-        answer = listwise_answer(text, size)
+        answer = session.parsed(listwise_answer, text, size)
     except RerankError as error:
         session.unit_failed(error, what)
         return ListAnswer(list(range(size)), report=None)

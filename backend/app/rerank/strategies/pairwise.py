@@ -9,14 +9,16 @@ A comparison whose answer is unusable keeps the current order (counted).
 
 from __future__ import annotations
 
+import asyncio
+
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import pairwise_answer
 from app.rerank.strategies.base import (
-    check_count, judge_call_for, gather_or_fail, results_in_order,
+    check_count, first_failure, judge_call_for, results_in_order,
 )
 from app.rerank.strategies.strategy_prompts import clip, pairwise_messages
-from app.rerank.types import Document, RerankError, RerankResult
+from app.rerank.types import Document, RerankResult
 
 _ANSWER_TOKENS = 16
 
@@ -57,14 +59,16 @@ class PairwiseStrategy:
 
     async def _lower_wins(self, session: JudgeCall, query, texts, documents, upper: int, lower: int) -> bool:
         """True only when both orders prefer the lower document."""
-        try:
-            upper_first, lower_first = await gather_or_fail(  # the two orders run concurrently
-                [self._ask(session, query, texts, documents, upper, lower),
-                 self._ask(session, query, texts, documents, lower, upper)]
-            )
-        except RerankError as error:
-            session.unit_failed(error, f"pairwise comparison of {documents[upper].id!r} and {documents[lower].id!r}")
+        # Both orders run concurrently and both answers are read, even when one fails: each answer
+        # sent is an answer counted (an unusable one as an invalid output).
+        answers = await asyncio.gather(self._ask(session, query, texts, documents, upper, lower),
+                                       self._ask(session, query, texts, documents, lower, upper),
+                                       return_exceptions=True)
+        failure = first_failure(answers)
+        if failure is not None:
+            session.unit_failed(failure, f"pairwise comparison of {documents[upper].id!r} and {documents[lower].id!r}")
             return False
+        upper_first, lower_first = answers
         session.unit_succeeded()
         lower_preferred = (upper_first == "B", lower_first == "A")
         if lower_preferred[0] != lower_preferred[1]:
@@ -76,4 +80,4 @@ class PairwiseStrategy:
         longest = max((documents[first], documents[second]), key=lambda document: len(document.text)).id
         session.check_fits(messages, _ANSWER_TOKENS, longest, "pairwise")
         text, _ = await session.complete(messages, max_tokens=_ANSWER_TOKENS, json_object=True)
-        return pairwise_answer(text)
+        return session.parsed(pairwise_answer, text)

@@ -141,7 +141,7 @@ class TournamentStrategy:
             session.check_fits(messages, max_tokens, longest_id(members), "tournament")
             async with limit:
                 text, _ = await session.complete(messages, max_tokens=max_tokens, json_object=True)
-            chosen, repairs = selection_answer(text, len(group), select)
+            chosen, repairs = session.parsed(selection_answer, text, len(group), select)
         except RerankError as error:
             session.unit_failed(error, f"{what} group")
             return group[:select]
