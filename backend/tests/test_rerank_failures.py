@@ -226,3 +226,64 @@ def test_a_custom_strategy_failure_is_wrapped(scripted_llm, mode, fragment):
         run(scripted_llm, ["a", "bb", "ccc"], Broken(mode))
     if mode == "raises":
         assert isinstance(caught.value.__cause__, KeyError)
+
+
+class SyncLongestFirst:
+    """A synchronous strategy with positional arguments (the protocol allows sync)."""
+
+    def estimate_calls(self, n_documents, top_k=None):
+        return 0
+
+    def rerank(self, query, documents, provider, top_k=None):
+        order = sorted(range(len(documents)), key=lambda i: -len(documents[i].text))
+        return [RerankResult(documents[i], rank, i, rank_score(rank, len(order))) for rank, i in enumerate(order, 1)]
+
+
+class KeywordOnlyLength:
+    """The specification's own example: keyword-only rerank(), no estimate_calls, results without a score."""
+
+    def rerank(self, *, query, documents, provider, top_k=None):
+        order = sorted(range(len(documents)), key=lambda index: len(documents[index].text), reverse=True)
+        results = [RerankResult(document=documents[index], rank=rank, original_index=index,
+                                metadata={"strategy": "length"}) for rank, index in enumerate(order, start=1)]
+        return results if top_k is None else results[:top_k]
+
+
+class AsyncKeywordOnlyLength(KeywordOnlyLength):
+    async def rerank(self, *, query, documents, provider, top_k=None):
+        return super().rerank(query=query, documents=documents, provider=provider, top_k=top_k)
+
+
+@pytest.mark.parametrize("strategy", [SyncLongestFirst(), KeywordOnlyLength(), AsyncKeywordOnlyLength()],
+                         ids=["sync_positional", "sync_keyword_only", "async_keyword_only"])
+def test_sync_async_and_keyword_only_custom_strategies_run(scripted_llm, strategy):
+    outcome = run(scripted_llm, ["mid text", "the longest text", "s"], strategy, top_k=2)
+    assert order_of(outcome) == [1, 0] and [result.rank for result in outcome.results] == [1, 2]
+    scores = [result.score for result in outcome.results]
+    assert all(isinstance(score, float) and score > 0 for score in scores) and scores == sorted(scores, reverse=True)
+    has_estimate = isinstance(strategy, SyncLongestFirst)
+    assert outcome.estimated_calls == (0 if has_estimate else None)  # no estimate_calls: the estimate is unknown
+    assert scripted_llm.count == 0
+
+
+class SyncBroken:
+    def __init__(self, mode):
+        self.mode = mode
+
+    def rerank(self, *, query, documents, provider, top_k=None):
+        if self.mode == "raises":
+            raise TypeError("a bug in the strategy")
+        if self.mode == "not_a_list":
+            return "first, second"
+        return [RerankResult(documents[0], 1, 0, score="high")]
+
+
+@pytest.mark.parametrize("strategy, fragment", [
+    (SyncBroken("raises"), "TypeError: a bug in the strategy"),
+    (SyncBroken("not_a_list"), "did not return a list of RerankResult"),
+    (SyncBroken("bad_score"), "score"),
+    (object(), "is not a rerank strategy"),
+])
+def test_every_custom_strategy_failure_is_a_strategy_error(scripted_llm, strategy, fragment):
+    with pytest.raises(RerankStrategyError, match=fragment):
+        run(scripted_llm, ["a", "bb"], strategy)

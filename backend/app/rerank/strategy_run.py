@@ -6,14 +6,15 @@
 
 `strict=True` (the default, used by /api/rerank) fails fast: the first unusable answer raises
 `RerankParseError`, a failed request `RerankProviderError`, an oversized prompt `DocumentTooLongError`,
-and anything else a strategy raises is wrapped in `RerankStrategyError`. With `strict=False` (graph
+and anything else a strategy raises is wrapped in `RerankStrategyError`, as is a strategy that is not
+one or answers with something other than consistent results. Custom strategies may be sync or async,
+keyword-only or positional, with or without `estimate_calls` (then `estimated_calls` is None). With `strict=False` (graph
 search, through StrategyReranker) a failed window/group/pair keeps its incoming order and is counted;
 only a failure of the whole call raises. Input guards apply in both modes.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 
 from app.rerank.judge import JudgeError
 from app.rerank.judge_call import JudgeCall, typed_error
-from app.rerank.strategies.base import strategy_name
+from app.rerank.strategies.base import estimated_calls, fill_rank_scores, run_strategy, strategy_name
 from app.rerank.strategies.registry import get_strategy
 from app.rerank.types import (
     Document, InvalidRerankInputError, RerankError, RerankResult, RerankStrategyError, as_documents, check_documents,
@@ -35,7 +36,7 @@ class RerankOutcome:
     strategy: str
     model: str
     calls: int
-    estimated_calls: int
+    estimated_calls: int | None  # None: the strategy gives no estimate
     stats: dict[str, Any] = field(default_factory=dict)  # the session's counters and elapsed_ms
 
 
@@ -44,8 +45,8 @@ def resolve_strategy(strategy: Any, knobs: dict[str, Any]) -> Any:
         return get_strategy(strategy, **knobs)
     if knobs:
         raise ValueError("options can only be given with a strategy name, not with a strategy instance")
-    if not callable(getattr(strategy, "rerank", None)) or not callable(getattr(strategy, "estimate_calls", None)):
-        raise ValueError(f"{strategy!r} is not a rerank strategy (needs rerank() and estimate_calls())")
+    if not callable(getattr(strategy, "rerank", None)):
+        raise RerankStrategyError(f"{strategy!r} is not a rerank strategy (it needs a rerank() method)")
     return strategy
 
 
@@ -76,29 +77,31 @@ async def rerank(
     check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
     judge = provider.judge if isinstance(provider, JudgeCall) else provider
     session = JudgeCall(judge, strict=strict, context_tokens=context_tokens)
-    estimated = _guarded(name, chosen.estimate_calls, len(docs), top_k) if docs else 0
-    results = await _guarded(name, chosen.rerank, query, docs, session, top_k) if docs else []
-    kept, dropped = _checked(results, docs, top_k, name)
+    estimated = _estimate(name, chosen, len(docs), top_k) if docs else 0
+    results = await _run(name, chosen, query, docs, session, top_k) if docs else []
+    try:
+        kept, dropped = _checked(results, docs, top_k, name)
+    except Exception as error:  # e.g. a result whose document is not a Document
+        _raise_typed(name, error)
     stats = {**session.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     return RerankOutcome(kept, dropped, name, session.model, session.calls, estimated, stats)
 
 
-def _guarded(name: str, method: Any, *args: Any) -> Any:
-    """Call a strategy method (sync, or async: then awaited) so that every failure comes out typed."""
+def _estimate(name: str, strategy: Any, n_documents: int, top_k: int | None) -> int | None:
     try:
-        result = method(*args)
+        estimate = estimated_calls(strategy, n_documents, top_k)
     except Exception as error:
         _raise_typed(name, error)
-    if not inspect.isawaitable(result):
-        return result
+    if estimate is not None and (isinstance(estimate, bool) or not isinstance(estimate, int) or estimate < 0):
+        raise RerankStrategyError(f"the {name} strategy estimated {estimate!r} calls, not a count")
+    return estimate
 
-    async def awaited() -> Any:
-        try:
-            return await result
-        except Exception as error:  # CancelledError is not an Exception: cancellation propagates
-            _raise_typed(name, error)
 
-    return awaited()
+async def _run(name: str, strategy: Any, query: str, docs: list[Document], session: JudgeCall, top_k: int | None):
+    try:
+        return await run_strategy(strategy, query, docs, session, top_k)
+    except Exception as error:  # CancelledError is not an Exception: cancellation propagates
+        _raise_typed(name, error)
 
 
 def _raise_typed(name: str, error: Exception) -> None:
@@ -118,9 +121,13 @@ def _checked(results: Any, docs: list[Document], top_k: int | None, name: str):
         index = result.original_index
         if not (isinstance(index, int) and 0 <= index < len(docs)) or index in seen:
             raise RerankStrategyError(f"the {name} strategy returned original_index {index!r} twice or out of range")
-        if result.document.id != docs[index].id or not math.isfinite(float(result.score)):
+        if result.document.id != docs[index].id:
             raise RerankStrategyError(f"the {name} strategy returned an inconsistent result for index {index}")
+        if result.score is not None and not _is_score(result.score):
+            raise RerankStrategyError(f"the {name} strategy returned score {result.score!r} for index {index}, "
+                                      "not a finite number")
         seen.add(index)
+    fill_rank_scores(results)
     kept = [result for result in results if not result.dropped]
     dropped = [result for result in results if result.dropped]
     expected = len(docs) - len(dropped) if top_k is None else min(top_k, len(docs) - len(dropped))
@@ -132,3 +139,7 @@ def _checked(results: Any, docs: list[Document], top_k: int | None, name: str):
     for rank, result in enumerate(dropped, start=len(kept) + 1):
         result.rank = rank
     return kept, dropped
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,18 +1,21 @@
 """The reranking strategy protocol, and the small helpers the built-in strategies share.
 
-A strategy is anything with these two methods (no base class needed):
+A strategy is anything with a `rerank` method (no base class needed), sync or async, with the four
+arguments by these names, positional or keyword-only:
 
-    async def rerank(self, query, documents, provider, top_k=None) -> list[RerankResult]
-    def estimate_calls(self, n_documents, top_k=None) -> int
+    def rerank(self, *, query, documents, provider, top_k=None) -> list[RerankResult]   # or async def
+    def estimate_calls(self, n_documents, top_k=None) -> int                             # optional
 
 `provider` is a `JudgeCall` (see app/rerank/judge_call.py): the shared `LLMJudge`'s `score()` and
-`complete()` plus per-call counting and the strict/lenient failure policy. Optional attributes:
-`name` (str) and `max_documents` (int | None), read with defaults by the front door.
+`complete()` plus per-call counting and the strict/lenient failure policy. Without `estimate_calls`
+the estimate is unknown (None). A result may leave `score` out: the front door derives it from the
+rank. Optional attributes: `name` (str) and `max_documents` (int | None), read with defaults.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -27,6 +30,43 @@ class RerankStrategy(Protocol):
     ) -> list[RerankResult]: ...
 
     def estimate_calls(self, n_documents: int, top_k: int | None = None) -> int: ...
+
+
+def estimated_calls(strategy: Any, n_documents: int, top_k: int | None = None) -> int | None:
+    """The strategy's own estimate of its model calls, or None (unknown) when it gives none."""
+    estimate = getattr(strategy, "estimate_calls", None)
+    return estimate(n_documents, top_k) if callable(estimate) else None
+
+
+def _takes_keywords(method: Any) -> bool:
+    try:
+        inspect.signature(method).bind(query=None, documents=None, provider=None, top_k=None)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+async def run_strategy(
+    strategy: Any, query: str, documents: list[Document], provider: Any, top_k: int | None
+) -> Any:
+    """`strategy.rerank(...)` called as it is written: keyword-only or positional, sync or async."""
+    method = strategy.rerank
+    if _takes_keywords(method):
+        result = method(query=query, documents=documents, provider=provider, top_k=top_k)
+    else:
+        result = method(query, documents, provider, top_k)
+    return await result if inspect.isawaitable(result) else result
+
+
+def fill_rank_scores(results: Sequence[RerankResult]) -> None:
+    """Results without a score get one from their position (kept ones) or 0.0 (dropped ones)."""
+    kept = [result for result in results if not result.dropped]
+    for position, result in enumerate(kept, start=1):
+        if result.score is None:
+            result.score = rank_score(position, len(kept))
+    for result in results:
+        if result.score is None:
+            result.score = 0.0
 
 
 def strategy_name(strategy: Any) -> str:

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from app.rerank.strategies.base import check_count, judge_call_for, strategy_name
+from app.rerank.strategies.base import (
+    check_count, estimated_calls, fill_rank_scores, judge_call_for, run_strategy, strategy_name,
+)
 from app.rerank.types import Document, RerankProviderError, RerankResult, rank_score
 
 
@@ -37,14 +39,15 @@ class MMRStrategy:
         self.duplicate_threshold = duplicate_threshold
         self.max_documents = getattr(base, "max_documents", None)
 
-    def estimate_calls(self, n_documents: int, top_k: int | None = None) -> int:
+    def estimate_calls(self, n_documents: int, top_k: int | None = None) -> int | None:
         """The base strategy ranks every document, whatever top_k (diversity needs them all)."""
-        return self.base.estimate_calls(n_documents, None)
+        return estimated_calls(self.base, n_documents, None)
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
         session = judge_call_for(provider)
         check_count(self, documents)
-        ranked = await self.base.rerank(query, documents, session, None)
+        ranked = await run_strategy(self.base, query, documents, session, None)
+        fill_rank_scores(ranked)
         if len(ranked) <= 1:
             return ranked[:top_k] if top_k is not None else ranked
         try:
