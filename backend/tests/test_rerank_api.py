@@ -157,6 +157,20 @@ def test_a_prompt_beyond_the_context_window_is_a_413(api, scripted_llm):
     assert scripted_llm.count == 0
 
 
+def test_strict_refuses_a_document_over_max_document_chars_and_lenient_cuts_it(api, scripted_llm):
+    long_doc = {"id": "long", "text": DOCS[1]["text"] + " and more" * 20}
+    client = api(RERANKER_MAX_DOCUMENT_CHARS=100)
+    scripted_llm.responder = ranking_llm(lambda query, passage: RELEVANCE.get(passage, 0.95))  # the cut text
+    refused = post(client, strategy="listwise", documents=DOCS[:1] + [long_doc])
+    lenient = post(client, strategy="listwise", documents=DOCS[:1] + [long_doc], strict=False)
+    assert refused.status_code == 413
+    error = refused.get_json()["error"]
+    assert error["code"] == "document_too_long" and error["document_id"] == "long"
+    assert "max_document_chars=100" in error["message"]
+    assert scripted_llm.count == 1  # only the lenient request reached the model
+    assert lenient.status_code == 200 and [result["id"] for result in lenient.get_json()["results"]] == ["long", "bakery"]
+
+
 def test_the_deadline_is_a_504(api, scripted_llm):
     scripted_llm.responder = always(hang())
     response = post(api(RERANKER_DEADLINE_S=0.5, RERANKER_TIMEOUT_S=30), strategy="listwise")

@@ -16,7 +16,7 @@ from app.rerank.types import (
     RerankStrategyError, TooManyDocumentsError, rank_score,
 )
 from tests.support.scripted_llm import always, garbage, hang, model_not_found, server_error, unused_base_url
-from tests.support.scripted_rankers import ranking_llm, table_relevance
+from tests.support.scripted_rankers import listwise_reply, ranking_llm, table_relevance
 
 QUERY = "which passage ranks highest?"
 STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament")
@@ -27,8 +27,8 @@ def corpus(n: int) -> tuple[list[str], dict[str, float]]:
     return passages, {passage: (i + 1) / (n + 1) for i, passage in enumerate(passages)}
 
 
-def run(server, documents, strategy="listwise", *, timeout_s=5.0, **options):
-    judge = LLMJudge(model="ranker", base_url=server.base_url, api_key="k", timeout_s=timeout_s)
+def run(server, documents, strategy="listwise", *, timeout_s=5.0, judge=None, **options):
+    judge = judge or LLMJudge(model="ranker", base_url=server.base_url, api_key="k", timeout_s=timeout_s)
 
     async def go():
         try:
@@ -80,6 +80,52 @@ def test_a_prompt_larger_than_the_context_is_refused_before_any_call(scripted_ll
     with pytest.raises(DocumentTooLongError, match="more than the model's context of 300") as caught:
         run(scripted_llm, documents, "listwise", context_tokens=300)
     assert caught.value.document_id == "d9" and scripted_llm.count == 0
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_strict_refuses_a_document_longer_than_max_document_chars_before_any_call(scripted_llm, strategy):
+    documents = [{"id": "short", "text": "a short passage"}, {"id": "long", "text": "word " * 61}]  # 305 chars
+    with pytest.raises(DocumentTooLongError, match="'long' has 305 characters, more than max_document_chars=300") \
+            as caught:
+        run(scripted_llm, documents, strategy, max_document_chars=300)
+    assert caught.value.document_id == "long" and scripted_llm.count == 0
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_lenient_cuts_a_long_document_instead(scripted_llm, strategy):
+    passages, relevance = corpus(3)
+    long_text = passages[0] + " filler" * 60
+    scripted_llm.responder = ranking_llm(lambda query, passage: 0.01 if passage.startswith(passages[0]) else
+                                         relevance[passage])
+    outcome = run(scripted_llm, [long_text, *passages[1:]], strategy, max_document_chars=100, strict=False)
+    texts = [result.document.text for result in outcome.results]
+    assert outcome.stats["fallbacks"] == 0 and long_text in texts and texts[0] != long_text  # full text kept
+
+
+@pytest.mark.parametrize("answer, fragment", [
+    (listwise_reply([2, 2, 0, 1]), "duplicates \\[2\\]"),
+    (listwise_reply([2, 0]), "missing \\[1\\]"),
+    (listwise_reply([2, 0, 1, 7]), "out of range \\[7\\]"),
+])
+def test_strict_does_not_repair_a_ranking(scripted_llm, answer, fragment):
+    passages, relevance = corpus(3)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance), listwise=lambda prompt: answer)
+    judge = LLMJudge(model="ranker", base_url=scripted_llm.base_url, api_key="k", timeout_s=5)
+    with pytest.raises(RerankParseError, match=fragment) as caught:
+        run(scripted_llm, passages, "listwise", judge=judge)
+    assert "strict mode does not repair" in str(caught.value)
+    assert judge.stats()["invalid_outputs"] == 1  # a ranking that needs a repair is unusable when strict
+    lenient = run(scripted_llm, passages, "listwise", strict=False)
+    assert sorted(order_of(lenient)) == [0, 1, 2] and lenient.stats["repairs"] > 0
+
+
+def test_strict_does_not_repair_a_selection(scripted_llm):
+    passages, relevance = corpus(4)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance), select=lambda prompt: '{"selected_indices": [3]}')
+    with pytest.raises(RerankParseError, match="names 1 valid distinct indices where 2 were asked"):
+        run(scripted_llm, passages, "tournament", rounds=1, plan=[(1, 2), (1, 1)])
+    lenient = run(scripted_llm, passages, "tournament", rounds=1, plan=[(1, 2), (1, 1)], strict=False)
+    assert order_of(lenient)[0] == 3 and lenient.stats["repairs"] == 1
 
 
 # -- lenient: per-unit fallbacks ----------------------------------------------------------------

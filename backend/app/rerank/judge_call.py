@@ -100,10 +100,10 @@ class JudgeCall:
             self.invalid_outputs += 1
         return typed_error(exc)
 
-    def parsed(self, read: Callable[..., T], text: str, *args: Any) -> T:
-        """`read(text, *args)`, counting an unusable answer (RerankParseError) as an invalid output."""
+    def parsed(self, read: Callable[..., T], text: str, *args: Any, **options: Any) -> T:
+        """`read(text, *args, **options)`, counting an unusable answer (RerankParseError) as an invalid output."""
         try:
-            return read(text, *args)
+            return read(text, *args, **options)
         except RerankParseError:
             self.invalid_outputs += 1
             self.judge.counters.add("invalid_outputs")

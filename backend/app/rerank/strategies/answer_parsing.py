@@ -1,6 +1,8 @@
 """Reading the strategies' JSON answers. Defensive, like score_parsing: <think> blocks and markdown
-fences are dropped, a JSON object embedded in prose is found, and near-misses are repaired (counted)
-rather than rejected. An answer with nothing usable raises RerankParseError."""
+fences are dropped, a JSON object embedded in prose is found, and (lenient, `repair=True`) near-miss
+rankings and selections are repaired (counted) rather than rejected. Strict callers pass
+`repair=False`: a ranking or selection that would need a repair raises RerankParseError, as does an
+answer with nothing usable."""
 
 from __future__ import annotations
 
@@ -55,7 +57,19 @@ class ListAnswer:
     rejection_reason: str | None = None
 
 
-def listwise_answer(text: str, size: int) -> ListAnswer:
+def _unrepaired(report: PermutationReport, what: str, text: str) -> RerankParseError:
+    return RerankParseError(
+        f"the model's {what} needs repairs ({_problems(report)}) and strict mode does not repair: {_excerpt(text)!r}"
+    )
+
+
+def _problems(report: PermutationReport) -> str:
+    named = {"missing": report.missing, "duplicates": report.duplicates, "out of range": report.out_of_range,
+             "not an index": [repr(item) for item in report.extra]}
+    return "; ".join(f"{label} {values}" for label, values in named.items() if values)
+
+
+def listwise_answer(text: str, size: int, *, repair: bool = True) -> ListAnswer:
     """A complete order from {"reranked_indices": [...], "is_rejected": bool, "rejection_reason": str}."""
     value = load_answer(text)
     rejected = isinstance(value, dict) and value.get("is_rejected") is True
@@ -69,18 +83,24 @@ def listwise_answer(text: str, size: int) -> ListAnswer:
     order, report = repair_permutation(raw, size)
     if report.named == 0 and size > 1 and not rejected:
         raise RerankParseError(f"the model's ranking names no valid passage index: {_excerpt(text)!r}")
+    if not repair and not rejected and not report.valid:
+        raise _unrepaired(report, "ranking", text)
     return ListAnswer(order, report, rejected, reason if isinstance(reason, str) and reason.strip() else None)
 
 
-def selection_answer(text: str, size: int, select: int) -> tuple[list[int], int]:
+def selection_answer(text: str, size: int, select: int, *, repair: bool = True) -> tuple[list[int], int]:
     """Exactly `select` distinct positions from {"selected_indices": [...]}, and the repairs needed.
 
-    Too few named: filled up in incoming order; too many: the first `select` are kept."""
+    Too few named: filled up in incoming order; too many: the first `select` are kept (lenient only)."""
     raw = _list_under(load_answer(text), _SELECT_KEYS, "selected_indices", text)
     order, report = repair_permutation(raw, size)
     if report.named == 0:
         raise RerankParseError(f"the model's selection names no valid passage index: {_excerpt(text)!r}")
     repairs = len(report.duplicates) + len(report.out_of_range) + len(report.extra) + abs(report.named - select)
+    if not repair and repairs:
+        raise RerankParseError(f"the model's selection names {report.named} valid distinct indices where {select} "
+                               f"were asked ({_problems(report) or 'count differs'}) and strict mode does not "
+                               f"repair: {_excerpt(text)!r}")
     return order[:select], repairs
 
 

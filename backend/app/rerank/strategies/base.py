@@ -20,7 +20,10 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from app.rerank.judge_call import JudgeCall, judge_call_for
-from app.rerank.types import Document, RerankError, RerankResult, TooManyDocumentsError, rank_score
+from app.rerank.strategies.strategy_prompts import clip
+from app.rerank.types import (
+    Document, DocumentTooLongError, RerankError, RerankResult, TooManyDocumentsError, rank_score,
+)
 
 
 @runtime_checkable
@@ -104,6 +107,24 @@ def results_in_order(
         for rank, index in enumerate(order, start=1)
     ]
     return results[:top_k] if top_k is not None else results
+
+
+def shown_texts(session: JudgeCall, documents: Sequence[Document], max_chars: int) -> list[str]:
+    """The documents as the model will see them, checked before any call.
+
+    Strict (fail fast, no hidden truncation): a document longer than `max_chars` raises
+    DocumentTooLongError naming it. Lenient (graph search): it is cut to `max_chars` inside the
+    prompt only; results keep the full text."""
+    if session.strict:
+        for document in documents:
+            if len(document.text) > max_chars:
+                raise DocumentTooLongError(
+                    f"document {document.id!r} has {len(document.text)} characters, more than "
+                    f"max_document_chars={max_chars} (RERANKER_MAX_DOCUMENT_CHARS); strict mode does not cut "
+                    "documents: shorten it, raise the limit, or rerank with strict=false to have it cut",
+                    document_id=document.id,
+                )
+    return [clip(document.text, max_chars) for document in documents]
 
 
 def longest_id(documents: Sequence[Document]) -> str | None:

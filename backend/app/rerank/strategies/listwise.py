@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import ListAnswer, listwise_answer
 from app.rerank.strategies.base import (
-    check_count, judge_call_for, longest_id, results_in_order,
+    check_count, judge_call_for, longest_id, results_in_order, shown_texts,
 )
-from app.rerank.strategies.strategy_prompts import clip, listwise_messages
+from app.rerank.strategies.strategy_prompts import listwise_messages
 from app.rerank.types import Document, RerankError, RerankResult
 
 DEFAULT_MAX_DOCUMENTS = 100
@@ -28,16 +28,16 @@ def answer_tokens(n_documents: int) -> int:
 
 
 async def rank_list(
-    session: JudgeCall, query: str, documents: Sequence[Document], max_document_chars: int, what: str
+    session: JudgeCall, query: str, documents: Sequence[Document], passages: Sequence[str], what: str
 ) -> ListAnswer:
-    """One listwise call over `documents`; on an unusable answer (lenient) the incoming order, counted."""
+    """One listwise call over `documents` shown as `passages`; on an unusable answer (lenient) the
+    incoming order, counted."""
     size = len(documents)
     try:
-        passages = [clip(document.text, max_document_chars) for document in documents]
-        messages = listwise_messages(query, passages, session.instructions)
+        messages = listwise_messages(query, list(passages), session.instructions)
         session.check_fits(messages, answer_tokens(size), longest_id(documents), what)
         text, _ = await session.complete(messages, max_tokens=answer_tokens(size), json_object=True)
-        answer = session.parsed(listwise_answer, text, size)
+        answer = session.parsed(listwise_answer, text, size, repair=not session.strict)
     except RerankError as error:
         session.unit_failed(error, what)
         return ListAnswer(list(range(size)), report=None)
@@ -65,7 +65,8 @@ class ListwiseStrategy:
         check_count(self, documents)
         if len(documents) <= 1:
             return results_in_order(documents, range(len(documents)), top_k)
-        answer = await rank_list(session, query, documents, self.max_document_chars, "listwise")
+        passages = shown_texts(session, documents, self.max_document_chars)
+        answer = await rank_list(session, query, documents, passages, "listwise")
         session.raise_if_nothing_worked()
         if not answer.rejected:
             return results_in_order(documents, answer.order, top_k)

@@ -15,9 +15,9 @@ from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import pairwise_answer
 from app.rerank.strategies.base import (
-    check_count, first_failure, judge_call_for, results_in_order,
+    check_count, first_failure, judge_call_for, results_in_order, shown_texts,
 )
-from app.rerank.strategies.strategy_prompts import clip, pairwise_messages
+from app.rerank.strategies.strategy_prompts import pairwise_messages
 from app.rerank.types import Document, RerankResult
 
 _ANSWER_TOKENS = 16
@@ -46,7 +46,7 @@ class PairwiseStrategy:
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
         session = judge_call_for(provider)
         check_count(self, documents)
-        texts = [clip(document.text, self.max_document_chars) for document in documents]
+        texts = shown_texts(session, documents, self.max_document_chars)
         order = list(range(len(documents)))
         passes = self.settled_positions(len(documents), top_k)
         for settled in range(passes):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.judge_prompt import build_judge_messages
-from app.rerank.strategies.base import check_count, gather_or_fail, judge_call_for
+from app.rerank.strategies.base import check_count, gather_or_fail, judge_call_for, shown_texts
 from app.rerank.strategies.strategy_prompts import clip
 from app.rerank.types import Document, RerankError, RerankResult
 
@@ -42,7 +42,7 @@ class PointwiseStrategy:
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
         call = judge_call_for(provider)
         check_count(self, documents)
-        texts = [clip(document.text, self.max_document_chars) for document in documents]
+        texts = shown_texts(call, documents, self.max_document_chars)
         for document, text in zip(documents, texts):  # fail before spending any call
             messages = build_judge_messages(query, text, mode="json", instructions=call.instructions)
             call.check_fits(messages, _ANSWER_TOKENS, document.id, "pointwise")

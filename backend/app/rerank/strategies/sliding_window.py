@@ -10,7 +10,7 @@ from __future__ import annotations
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 import math
 
-from app.rerank.strategies.base import check_count, judge_call_for, results_in_order
+from app.rerank.strategies.base import check_count, judge_call_for, results_in_order, shown_texts
 from app.rerank.strategies.listwise import rank_list
 from app.rerank.types import Document, RerankResult
 
@@ -57,12 +57,13 @@ class SlidingWindowStrategy:
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
         session = judge_call_for(provider)
         check_count(self, documents)
+        texts = shown_texts(session, documents, self.max_document_chars)
         order = list(range(len(documents)))
         spans = self.windows(len(documents))
         for number, (start, end) in enumerate(spans, start=1):
             window = order[start:end]
             what = f"sliding_window window {number}/{len(spans)}"
-            answer = await rank_list(session, query, [documents[i] for i in window], self.max_document_chars, what)
+            answer = await rank_list(session, query, [documents[i] for i in window], [texts[i] for i in window], what)
             order[start:end] = [window[position] for position in answer.order]
         if spans:
             session.raise_if_nothing_worked()

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import selection_answer
 from app.rerank.strategies.base import (
-    check_count, judge_call_for, gather_or_fail, longest_id, results_in_order,
+    check_count, judge_call_for, gather_or_fail, longest_id, results_in_order, shown_texts,
 )
-from app.rerank.strategies.strategy_prompts import clip, select_messages
+from app.rerank.strategies.strategy_prompts import select_messages
 from app.rerank.types import Document, RerankError, RerankResult, TournamentPlanError
 
 
@@ -109,6 +109,7 @@ class TournamentStrategy:
         session = judge_call_for(provider)
         check_count(self, documents)
         plan = self.plan_for(len(documents))
+        texts = shown_texts(session, documents, self.max_document_chars)
         points = [0] * len(documents)
         limit = asyncio.Semaphore(self.max_parallel_groups)
         for round_number in range(self.rounds if plan else 0):
@@ -119,7 +120,7 @@ class TournamentStrategy:
                 groups = deal(candidates, stage.groups)
                 what = f"tournament round {round_number + 1} stage {stage_number}"
                 winners = await gather_or_fail(
-                    [self._select(session, limit, query, documents, group, stage.select, what) for group in groups]
+                    [self._select(session, limit, query, documents, texts, group, stage.select, what) for group in groups]
                 )
                 candidates = [index for group_winners in winners for index in group_winners]
                 for index in candidates:
@@ -131,17 +132,17 @@ class TournamentStrategy:
         return results_in_order(documents, order, top_k, metadata=metadata)
 
     async def _select(
-        self, session: JudgeCall, limit: asyncio.Semaphore, query: str, documents, group: list[int], select: int, what
+        self, session: JudgeCall, limit: asyncio.Semaphore, query: str, documents, texts, group: list[int], select: int,
+        what: str,
     ) -> list[int]:
         members = [documents[index] for index in group]
         try:
-            passages = [clip(document.text, self.max_document_chars) for document in members]
-            messages = select_messages(query, passages, select, session.instructions)
+            messages = select_messages(query, [texts[index] for index in group], select, session.instructions)
             max_tokens = 24 + 4 * select
             session.check_fits(messages, max_tokens, longest_id(members), "tournament")
             async with limit:
                 text, _ = await session.complete(messages, max_tokens=max_tokens, json_object=True)
-            chosen, repairs = session.parsed(selection_answer, text, len(group), select)
+            chosen, repairs = session.parsed(selection_answer, text, len(group), select, repair=not session.strict)
         except RerankError as error:
             session.unit_failed(error, f"{what} group")
             return group[:select]
