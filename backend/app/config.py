@@ -96,6 +96,7 @@ class Config:
     neo4j_uri: str = "bolt://localhost:7687"
     neo4j_user: str = "neo4j"
     neo4j_password: str = field(default="password", repr=False)
+    neo4j_database: str = "neo4j"  # the database every graph lives in (Neo4j 4+ serves several)
     data_dir: Path = REPO_ROOT / "data"
 
     # LLM used by Graphiti for episode extraction and by the report tools
@@ -170,6 +171,7 @@ class Config:
             neo4j_uri=_env("NEO4J_URI", cls.neo4j_uri),
             neo4j_user=_env("NEO4J_USER", cls.neo4j_user),
             neo4j_password=_env("NEO4J_PASSWORD", "password"),
+            neo4j_database=_env("NEO4J_DATABASE", cls.neo4j_database),
             data_dir=Path(_env("DATA_DIR", str(REPO_ROOT / "data"))).expanduser().resolve(),
             llm_api_key=_env("LLM_API_KEY", "ollama"),
             llm_base_url=_env("LLM_BASE_URL", _DEFAULT_OLLAMA_V1),

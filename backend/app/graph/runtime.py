@@ -127,7 +127,8 @@ def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]
     if config.graph_backend == "neo4j":
         from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
-        return Neo4jDriver(config.neo4j_uri, config.neo4j_user, config.neo4j_password), None
+        return Neo4jDriver(config.neo4j_uri, config.neo4j_user, config.neo4j_password,
+                           database=config.neo4j_database), None
 
     from graphiti_core.driver.falkordb_driver import FalkorDriver
 
