@@ -200,6 +200,7 @@ async def _build_runtime(config: Config) -> GraphitiRuntime:
     reranker = _build_reranker(config.reranker_provider, config, embedder=embedder)
     graphiti = Graphiti(graph_driver=driver, llm_client=llm_client, embedder=embedder, cross_encoder=reranker)
     await graphiti.build_indices_and_constraints()
+    await graph_store.build_registry_schema(driver)
     logger.info(
         "Graphiti ready: backend=%s%s, llm=%s (%s), embedder=%s, reranker=%s (%s)",
         config.graph_backend,

@@ -7,14 +7,19 @@ Every query is parameterised; graph ids are validated before they reach a driver
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from graphiti_core.driver.driver import GraphDriver, GraphProvider
 from graphiti_core.driver.falkordb import STOPWORDS as FALKORDB_STOPWORDS
+from neo4j.exceptions import ClientError as Neo4jClientError
 
 from app.graph.search import iso
+
+logger = logging.getLogger(__name__)
 
 GRAPH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 REGISTRY_GRAPH = "mirofish_registry"  # FalkorDB graph that holds the registry
@@ -60,6 +65,37 @@ async def cypher_rows(driver, query: str, **params) -> list[dict]:
 
 def _registry_driver(runtime):
     return runtime.driver_for(REGISTRY_GRAPH)
+
+
+# Neo4j keeps the registry in the shared database: without the constraint every registry read
+# scans the label and two concurrent creates can both MERGE a node. The constraint's own index
+# serves `MATCH (g:MiroGraph {graph_id: $graph_id})` (a second index on the property is refused).
+_NEO4J_REGISTRY_CONSTRAINT = (
+    "CREATE CONSTRAINT mirograph_graph_id IF NOT EXISTS FOR (g:MiroGraph) REQUIRE g.graph_id IS UNIQUE"
+)
+# Duplicates made before the constraint existed would make its creation fail; the oldest stays.
+_NEO4J_REGISTRY_DEDUPE = (
+    "MATCH (g:MiroGraph) WITH g ORDER BY g.created_at "
+    "WITH g.graph_id AS graph_id, collect(g) AS copies WHERE size(copies) > 1 "
+    "UNWIND copies[1..] AS extra DELETE extra RETURN count(*) AS removed"
+)
+
+
+async def build_registry_schema(driver: GraphDriver) -> None:
+    """The registry's uniqueness constraint on Neo4j, built beside graphiti's own indexes.
+
+    FalkorDB keeps the registry in a graph of its own and serves one query at a time, so it
+    needs neither."""
+    if driver.provider != GraphProvider.NEO4J:
+        return
+    removed = await cypher_rows(driver, _NEO4J_REGISTRY_DEDUPE)
+    if removed and removed[0]["removed"]:
+        logger.warning("Removed %d duplicate MiroGraph registry nodes", removed[0]["removed"])
+    try:
+        await cypher_rows(driver, _NEO4J_REGISTRY_CONSTRAINT)
+    except Neo4jClientError as error:  # another process created it at the same moment
+        if "EquivalentSchemaRuleAlreadyExists" not in str(error):
+            raise
 
 
 async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
