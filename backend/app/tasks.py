@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 
 logger = logging.getLogger(__name__)
@@ -22,9 +23,24 @@ class Task:
     errors: list[str] = field(default_factory=list)
     created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     finished_at: str | None = None
+    # Not part of the task's JSON: how a caller waits for the end, and what failed it.
+    finished: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        body = {}
+        for name in (f.name for f in fields(self) if f.name not in _INTERNAL_FIELDS):
+            value = getattr(self, name)
+            # dict(...) copies in one step while the worker thread may be writing; the copy is ours.
+            body[name] = copy.deepcopy(dict(value) if isinstance(value, dict) else value)
+        return body
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the task ended within `timeout` seconds."""
+        return self.finished.wait(timeout)
+
+
+_INTERNAL_FIELDS = ("finished", "exception")
 
 
 class TaskRegistry:
@@ -48,8 +64,10 @@ class TaskRegistry:
         except Exception as error:
             logger.exception("Task %s failed", task.task_id)
             task.errors.append(f"{type(error).__name__}: {error}")
+            task.exception = error
             task.state = "failed"
         task.finished_at = datetime.now(timezone.utc).isoformat()
+        task.finished.set()
 
     def get(self, task_id: str) -> Task | None:
         with self._lock:

@@ -24,6 +24,7 @@ MAX_QUERY_CHARS = 2000
 MAX_SEARCH_LIMIT = 100
 MAX_PAGE = 500
 MAX_EPISODE_CHARS = 200_000
+DELETE_WAIT_S = 10.0  # a DELETE answers within this; a longer deletion goes on as a task
 TEXT_UPLOAD_SUFFIXES = (".txt", ".md")
 
 
@@ -77,8 +78,16 @@ def list_graphs():
 
 @bp.delete("/<graph_id>")
 def delete_graph(graph_id: str):
-    adapter().graph.delete(graph_id_param(graph_id))
-    return {"deleted": graph_id}
+    """200 when the graph is gone within DELETE_WAIT_S; else 202 and the deletion goes on as a
+    task (a large graph on Neo4j takes many batches): GET /api/tasks/<task_id> shows its progress."""
+    graph_id = known_graph_id(graph_id)  # an unknown graph is a 404 here, not a failed task
+    graph = adapter().graph
+    task = tasks.start("graph_delete", lambda task: graph.delete(graph_id, progress=task.progress))
+    if not task.wait(DELETE_WAIT_S):
+        return {"deleted": graph_id, "task_id": task.task_id, "state": task.state}, 202
+    if task.exception is not None:
+        raise task.exception  # the same answer as a failed synchronous call (404, 503, 504...)
+    return {"deleted": graph_id, "task_id": task.task_id, "state": task.state}
 
 
 @bp.post("/<graph_id>/facts")

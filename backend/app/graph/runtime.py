@@ -327,8 +327,10 @@ class _GraphNamespace:
         graph_store.validate_graph_id(graph_id)
         return run_on_loop(graph_store.graph_exists(self._runtime, graph_id))
 
-    def delete(self, graph_id: str) -> None:
-        run_on_loop(graph_store.delete_graph(self._runtime, graph_id))
+    def delete(self, graph_id: str, progress: dict | None = None) -> dict:
+        """On Neo4j a large graph goes in many batches, each with its own deadline, and none overall."""
+        timeout = 120.0 if self._runtime.is_falkordb else None
+        return run_on_loop(graph_store.delete_graph(self._runtime, graph_id, progress), timeout=timeout)
 
     def import_facts(self, graph_id: str, facts: list) -> dict:
         """Facts as dicts (validated here) or FactInput objects; no LLM call."""

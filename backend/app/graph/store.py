@@ -17,6 +17,7 @@ from graphiti_core.driver.driver import GraphDriver, GraphProvider
 from graphiti_core.driver.falkordb import STOPWORDS as FALKORDB_STOPWORDS
 from neo4j.exceptions import ClientError as Neo4jClientError
 
+from app.graph import neo4j_delete
 from app.graph.search import iso
 
 logger = logging.getLogger(__name__)
@@ -137,8 +138,10 @@ async def require_graph(runtime, graph_id: str) -> None:
         raise UnknownGraphError(graph_id)
 
 
-async def delete_graph(runtime, graph_id: str) -> None:
+async def delete_graph(runtime, graph_id: str, progress: dict | None = None) -> dict:
+    """Delete the graph's data, then its registry entry; `progress` is updated as batches go (Neo4j)."""
     await require_graph(runtime, graph_id)
+    deleted: dict[str, int] = {}
     if runtime.is_falkordb:
         driver = runtime.graph_drivers.pop(graph_id, None) or runtime.driver.clone(database=graph_id)
         try:
@@ -147,12 +150,13 @@ async def delete_graph(runtime, graph_id: str) -> None:
             if "empty key" not in str(error).lower() and "invalid graph" not in str(error).lower():
                 raise
     else:
-        await cypher_rows(runtime.driver, "MATCH (n {group_id: $graph_id}) DETACH DELETE n", graph_id=graph_id)
+        deleted = await neo4j_delete.delete_group(runtime.driver, graph_id, {} if progress is None else progress)
     await cypher_rows(
         _registry_driver(runtime),
         "MATCH (g:MiroGraph {graph_id: $graph_id}) DELETE g",
         graph_id=graph_id,
     )
+    return {"graph_id": graph_id, "deleted": deleted}
 
 
 _EDGE_FIELDS = (
