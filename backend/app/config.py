@@ -135,8 +135,8 @@ class Config:
     reranker_context_tokens: int = DEFAULT_CONTEXT_TOKENS
     reranker_window_size: int = 20  # sliding_window
     reranker_window_stride: int = 10  # sliding_window; smaller than the window size
-    reranker_pairwise_passes: int = 10  # pairwise: top positions settled
-    reranker_tournament_rounds: int = 2  # tournament
+    reranker_pairwise_passes: int = 10  # pairwise: full passes over every adjacent pair (2 * passes * (n-1) calls)
+    reranker_tournament_rounds: int = 2  # tournament (settings build the single-group halving plan)
     reranker_mmr_lambda: float = 0.7  # mmr: relevance weight, 1 - lambda for diversity
     reranker_mmr_base: str = "pointwise"  # mmr: the strategy that gives relevance
     reranker_mmr_duplicate_threshold: float = 0.95  # mmr: cosine similarity that makes a near-duplicate

@@ -29,6 +29,8 @@ def corpus(n: int) -> tuple[list[str], dict[str, float]]:
 
 def run(server, documents, strategy="listwise", *, timeout_s=5.0, judge=None, **options):
     judge = judge or LLMJudge(model="ranker", base_url=server.base_url, api_key="k", timeout_s=timeout_s)
+    if strategy == "tournament":
+        options.setdefault("plan", "halving")  # the paper's default stages need exactly 100 candidates
 
     async def go():
         try:

@@ -14,7 +14,7 @@ from app.rerank.strategies import Stage
 from app.rerank.strategies import TournamentStrategy
 from app.rerank.strategies import get_strategy
 from app.rerank.strategies.strategy_prompts import PASSAGES_CLOSE
-from app.rerank.strategies.tournament import PLANS, check_plan, derived_plan
+from app.rerank.strategies.tournament import PAPER_STAGES, check_plan, halving_plan
 from app.rerank.types import TournamentPlanError
 from tests.support.scripted_llm import delay
 from tests.support.scripted_rankers import listwise_reply, prompts_of, ranking_llm, table_relevance
@@ -84,28 +84,42 @@ def test_sliding_window_settles_the_top_and_calls_as_estimated(scripted_llm, n, 
     assert first.passages == passages[-window:] if n > window else passages
 
 
-def test_pairwise_settles_the_top_passes_positions(scripted_llm):
-    passages, relevance = corpus(7)
+def test_pairwise_runs_full_passes_of_every_adjacent_pair_in_both_orders(scripted_llm):
+    """PRP sliding-K as specified: `passes` passes of n-1 pairs, two calls each: 380 for 20 and 10 passes."""
+    passages, relevance = corpus(20)
     scripted_llm.responder = ranking_llm(table_relevance(relevance))
-    outcome = run(scripted_llm, passages, "pairwise", passes=3)
-    assert order_of(outcome)[:3] == ideal(7)[:3] and sorted(order_of(outcome)) == list(range(7))
-    assert outcome.estimated_calls == 2 * (6 + 5 + 4)
+    outcome = run(scripted_llm, passages, "pairwise", top_k=5)  # top_k cuts the results, not the passes
+    assert outcome.estimated_calls == 2 * 10 * 19 == 380
     assert_calls_as_estimated(outcome, scripted_llm)
+    assert order_of(outcome) == ideal(20)[:5]
     # Each comparison asked both orders of the same pair.
     pairs = [tuple(prompt.passages) for prompt in prompts_of(scripted_llm, "pairwise")]
     assert all((b, a) in pairs for a, b in pairs)
 
 
-def test_pairwise_with_enough_passes_sorts_everything_and_top_k_saves_calls(scripted_llm):
-    passages, relevance = corpus(6)
+def test_pairwise_settled_top_shortcut_skips_settled_positions(scripted_llm):
+    passages, relevance = corpus(7)
     scripted_llm.responder = ranking_llm(table_relevance(relevance))
-    outcome = run(scripted_llm, passages, "pairwise")  # passes=10 > n-1: a full sort
-    assert order_of(outcome) == ideal(6)
+    outcome = run(scripted_llm, passages, "pairwise", passes=3, settled_top_shortcut=True)
+    assert order_of(outcome)[:3] == ideal(7)[:3] and sorted(order_of(outcome)) == list(range(7))
+    assert outcome.estimated_calls == 2 * (6 + 5 + 4)
     assert_calls_as_estimated(outcome, scripted_llm)
     scripted_llm.reset()
-    outcome = run(scripted_llm, passages, "pairwise", top_k=2)
-    assert order_of(outcome) == ideal(6)[:2] and outcome.estimated_calls == 2 * (5 + 4)
+    outcome = run(scripted_llm, passages, "pairwise", top_k=2, settled_top_shortcut=True)
+    assert order_of(outcome) == ideal(7)[:2] and outcome.estimated_calls == 2 * (6 + 5)
     assert_calls_as_estimated(outcome, scripted_llm)
+
+
+@pytest.mark.parametrize("parallelism, peak", [(2, 2), (1, 1)])
+def test_pair_order_parallelism_bounds_the_two_orders_of_a_pair(scripted_llm, parallelism, peak):
+    passages, relevance = corpus(3)
+    ideal_llm = ranking_llm(table_relevance(relevance))
+    scripted_llm.responder = lambda request: delay(0.2, ideal_llm(request))
+    outcome = run(scripted_llm, passages, "pairwise", passes=1, pair_order_parallelism=parallelism)
+    assert scripted_llm.peak_in_flight == peak and order_of(outcome)[0] == 2
+    assert_calls_as_estimated(outcome, scripted_llm)
+    with pytest.raises(ValueError, match="pair_order_parallelism must be 1 or 2"):
+        get_strategy("pairwise", pair_order_parallelism=3)
 
 
 def test_pairwise_conflicting_answers_are_ties_that_keep_the_order(scripted_llm):
@@ -114,34 +128,54 @@ def test_pairwise_conflicting_answers_are_ties_that_keep_the_order(scripted_llm)
     scripted_llm.responder = ranking_llm(table_relevance(relevance), pairwise=lambda prompt: '{"more_relevant": "A"}')
     outcome = run(scripted_llm, passages, "pairwise", passes=2)
     assert order_of(outcome) == list(range(5))
-    assert outcome.stats["ties"] == 4 + 3 and outcome.stats["fallbacks"] == 0
+    assert outcome.stats["ties"] == 2 * 4 and outcome.stats["fallbacks"] == 0  # two full passes of 4 pairs
     assert_calls_as_estimated(outcome, scripted_llm)
 
 
-def test_tournament_ranks_by_stage_reached(scripted_llm):
+def test_tournament_halving_ranks_by_stage_reached(scripted_llm):
     passages, relevance = corpus(20)
     scripted_llm.responder = ranking_llm(table_relevance(relevance))
-    outcome = run(scripted_llm, passages, "tournament", rounds=1)
+    outcome = run(scripted_llm, passages, "tournament", rounds=1, plan="halving")
     order = order_of(outcome)
-    # PLANS[20]: 20 -> 10 -> 5 -> 2 -> 1. Round 1 deals the incoming order round-robin, so each group
-    # holds an even share of the best; documents out in the same stage tie (incoming order).
+    # One group per stage: 20 -> 10 -> 5 -> 2 -> 1; documents out in the same stage tie (incoming order).
     for start, end in [(0, 1), (1, 2), (2, 5), (5, 10), (10, 20)]:
         assert sorted(order[start:end]) == sorted(ideal(20)[start:end])
     assert [result.metadata["points"] for result in outcome.results][:3] == [4, 3, 2]
-    assert outcome.estimated_calls == 2 + 1 + 1 + 1
+    assert outcome.estimated_calls == 4
     assert_calls_as_estimated(outcome, scripted_llm)
-    assert [prompt.select for prompt in prompts_of(scripted_llm, "select")] == [5, 5, 5, 2, 1]
+    assert [prompt.select for prompt in prompts_of(scripted_llm, "select")] == [10, 5, 2, 1]
 
 
-def test_tournament_rounds_add_up_points(scripted_llm):
+@pytest.mark.parametrize("rounds, calls", [(2, 8), (10, 40)])
+def test_tournament_halving_calls_for_20_candidates(scripted_llm, rounds, calls):
     passages, relevance = corpus(20)
     scripted_llm.responder = ranking_llm(table_relevance(relevance))
-    outcome = run(scripted_llm, passages, "tournament", rounds=3)
+    outcome = run(scripted_llm, passages, "tournament", rounds=rounds, plan="halving")
     points = [result.metadata["points"] for result in outcome.results]
-    assert order_of(outcome)[0] == ideal(20)[0] and points[0] == 3 * 4  # the best wins every stage
-    assert points == sorted(points, reverse=True) and sum(points) == 3 * (10 + 5 + 2 + 1)
-    assert outcome.estimated_calls == 3 * 5
+    assert order_of(outcome)[0] == ideal(20)[0] and points[0] == rounds * 4  # the best wins every stage
+    assert points == sorted(points, reverse=True) and sum(points) == rounds * (10 + 5 + 2 + 1)
+    assert outcome.estimated_calls == calls
     assert_calls_as_estimated(outcome, scripted_llm)
+
+
+def test_tournament_default_is_the_papers_stages_for_exactly_100(scripted_llm):
+    passages, relevance = corpus(100)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance))
+    outcome = run(scripted_llm, passages, "tournament")  # rounds=2
+    assert outcome.estimated_calls == 26
+    assert_calls_as_estimated(outcome, scripted_llm)
+    selects = [prompt.select for prompt in prompts_of(scripted_llm, "select")]
+    assert selects == 2 * ([10] * 5 + [4] * 5 + [10, 5, 2])
+    sizes = [len(prompt.passages) for prompt in prompts_of(scripted_llm, "select")][:13]
+    assert sizes == [20] * 5 + [10] * 5 + [20, 10, 5]  # 100 -> 50 -> 20 -> 10 -> 5 -> 2
+    assert sorted(order_of(outcome)[:2]) == sorted(ideal(100)[:2])
+
+
+@pytest.mark.parametrize("n", [20, 99, 101])
+def test_tournament_default_fails_fast_for_other_counts(scripted_llm, n):
+    with pytest.raises(TournamentPlanError, match=f"exactly 100 candidates .* not {n}: give explicit stages"):
+        run(scripted_llm, corpus(n)[0], "tournament")
+    assert scripted_llm.count == 0
 
 
 def test_tournament_groups_run_concurrently_up_to_the_bound(scripted_llm):
@@ -150,7 +184,7 @@ def test_tournament_groups_run_concurrently_up_to_the_bound(scripted_llm):
     scripted_llm.responder = lambda request: delay(0.2, ideal_llm(request))
     judge = LLMJudge(model="ranker", base_url=scripted_llm.base_url, api_key="k", timeout_s=5, max_parallel=8)
     outcome = run(scripted_llm, passages, TournamentStrategy(rounds=1, max_parallel_groups=3), judge=judge)
-    assert order_of(outcome)[:2] == ideal(100)[:2]
+    assert sorted(order_of(outcome)[:2]) == sorted(ideal(100)[:2])
     assert scripted_llm.peak_in_flight == 3  # five groups in stage 1 and 2, at most three at once
     assert_calls_as_estimated(outcome, scripted_llm)
 
@@ -174,23 +208,26 @@ def test_top_k_cuts_the_results(scripted_llm):
 # -- tournament plans ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", sorted(PLANS))
-def test_built_in_plans_are_consistent_and_end_with_one_winner(n):
-    plan = PLANS[n]
-    check_plan(plan, n)
-    assert plan[-1].groups * plan[-1].select == 1
+def test_the_papers_stages_fit_100_candidates_exactly():
+    check_plan(PAPER_STAGES, 100)
+    remaining, sizes = 100, []
+    for stage in PAPER_STAGES:
+        assert remaining % stage.groups == 0  # equal groups, as in the paper
+        remaining = stage.groups * stage.select
+        sizes.append(remaining)
+    assert sizes == [50, 20, 10, 5, 2]
 
 
-@pytest.mark.parametrize("n", [2, 3, 7, 14, 21, 37, 64, 99, 150, 500])
-def test_derived_plans_fit_any_count(n):
-    plan = derived_plan(n)
+@pytest.mark.parametrize("n", [2, 3, 7, 14, 20, 21, 37, 64, 99, 150, 500])
+def test_halving_plans_fit_any_count(n):
+    plan = halving_plan(n)
     check_plan(plan, n)
     remaining = n
     for stage in plan:
-        assert stage.groups == -(-remaining // 20)  # groups of at most 20
-        remaining = stage.groups * stage.select
+        assert stage.groups == 1 and stage.select == remaining // 2
+        remaining = stage.select
     assert remaining == 1
-    assert TournamentStrategy(rounds=3).estimate_calls(n) == 3 * sum(stage.groups for stage in plan)
+    assert TournamentStrategy(rounds=3, plan="halving").estimate_calls(n) == 3 * len(plan)
 
 
 def test_an_inconsistent_explicit_plan_is_refused_naming_the_stage(scripted_llm):
@@ -230,7 +267,7 @@ def test_instructions_reach_every_strategy_prompt_and_passages_stay_data(scripte
     relevance = {"plain one": 0.9, attack: 0.1, passages[2]: 0.5}
     scripted_llm.responder = ranking_llm(table_relevance(relevance))
     judge = LLMJudge(model="ranker", base_url=scripted_llm.base_url, api_key="k", instructions="Prefer canon.")
-    for strategy in ("listwise", "pairwise", "tournament"):
+    for strategy in ("listwise", "pairwise", get_strategy("tournament", plan="halving")):
         outcome = run(scripted_llm, passages, strategy, judge=judge)
         assert order_of(outcome)[0] == 0
     assert not scripted_llm.responder_errors  # every prompt parsed back to the exact passages
@@ -249,7 +286,7 @@ def test_chat_control_tokens_never_reach_a_strategy_prompt(scripted_llm):
     query = "which one? <|endoftext|>"
     scripted_llm.responder = ranking_llm(table_relevance({passages[0]: 0.9, passages[1]: 0.1, passages[2]: 0.5}))
     judge = LLMJudge(model="ranker", base_url=scripted_llm.base_url, api_key="k")
-    for strategy in ("listwise", "pairwise", "tournament"):
+    for strategy in ("listwise", "pairwise", get_strategy("tournament", plan="halving")):
         outcome = asyncio.run(rerank(query, passages, provider=judge, strategy=strategy))
         assert order_of(outcome)[0] == 0
     asyncio.run(judge.aclose())
@@ -273,9 +310,11 @@ def test_long_documents_are_cut_inside_prompts_only_when_lenient(scripted_llm):
 def test_estimate_calls_is_known_before_anything_is_spent():
     assert get_strategy("listwise").estimate_calls(30) == 1
     assert get_strategy("sliding_window").estimate_calls(100) == 1 + 8  # (100 - 20) / 10 more windows
-    assert get_strategy("pairwise", passes=10).estimate_calls(20) == 2 * sum(19 - p for p in range(10))
+    assert get_strategy("pairwise", passes=10).estimate_calls(20) == 2 * 10 * 19
+    assert get_strategy("pairwise", settled_top_shortcut=True).estimate_calls(20) == 2 * sum(19 - p for p in range(10))
     assert get_strategy("pointwise").estimate_calls(17) == 17
-    assert get_strategy("tournament").estimate_calls(100) == 2 * 15
+    assert get_strategy("tournament").estimate_calls(100) == 2 * 13
+    assert get_strategy("tournament", plan="halving", rounds=10).estimate_calls(20) == 40
     assert all(get_strategy(name).estimate_calls(1) == 0 for name in ("listwise", "pairwise", "tournament"))
     with pytest.raises(ValueError, match="stride"):
         get_strategy("sliding_window", window_size=10, stride=10)

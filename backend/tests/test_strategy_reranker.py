@@ -64,6 +64,16 @@ def test_factory_builds_a_strategy_reranker_on_the_shared_judge(scripted_llm):
         _build_reranker("ollama", dataclasses.replace(config, reranker_strategy="mmr"))
 
 
+@pytest.mark.parametrize("rounds, calls", [(2, 8), (10, 40)])
+def test_settings_build_a_single_group_halving_tournament(rounds, calls):
+    """Graph search, /api/rerank and the benchmark build from settings: their candidate counts vary, so
+    they pass the halving plan explicitly instead of the paper's 100-candidate default."""
+    config = dataclasses.replace(Config(), reranker_strategy="tournament", reranker_tournament_rounds=rounds)
+    strategy = strategy_from_config(config)
+    assert strategy.plan == "halving" and strategy.estimate_calls(20) == calls
+    assert [(stage.groups, stage.select) for stage in strategy.plan_for(20)] == [(1, 10), (1, 5), (1, 2), (1, 1)]
+
+
 def test_new_settings_are_validated(monkeypatch):
     monkeypatch.setenv("RERANKER_MMR_LAMBDA", "1.5")
     with pytest.raises(ValueError, match="RERANKER_MMR_LAMBDA must be <= 1"):
@@ -85,7 +95,7 @@ def test_new_settings_are_validated(monkeypatch):
 def test_every_passage_comes_back_once_with_descending_positive_scores(scripted_llm, strategy):
     scripted_llm.responder = ranking_llm(by_length)
     passages = ["mid sized text", "", "a", "the longest passage of them all", "a", "twenty-char passage."]
-    knobs = {"window_size": 3, "stride": 1} if strategy == "sliding_window" else {}
+    knobs = {"sliding_window": {"window_size": 3, "stride": 1}, "tournament": {"plan": "halving"}}.get(strategy, {})
     reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
     result = rank(reranker, passages)
     assert sorted(passage for passage, _ in result) == sorted(passages)

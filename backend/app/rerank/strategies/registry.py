@@ -14,7 +14,7 @@ from app.rerank.strategies.mmr import MMRStrategy
 from app.rerank.strategies.pairwise import PairwiseStrategy
 from app.rerank.strategies.pointwise import PointwiseStrategy
 from app.rerank.strategies.sliding_window import SlidingWindowStrategy
-from app.rerank.strategies.tournament import TournamentStrategy
+from app.rerank.strategies.tournament import HALVING, TournamentStrategy
 
 
 def _mmr(*, base: Any = "pointwise", **knobs: Any) -> MMRStrategy:
@@ -64,7 +64,9 @@ def config_knobs(config: Any, name: str) -> dict[str, Any]:
     elif name == "pairwise":
         knobs.update(passes=config.reranker_pairwise_passes)
     elif name == "tournament":
-        knobs.update(rounds=config.reranker_tournament_rounds, max_parallel_groups=config.reranker_max_parallel)
+        # Candidate counts vary per query here, and the paper's default stages need exactly 100.
+        knobs.update(rounds=config.reranker_tournament_rounds, max_parallel_groups=config.reranker_max_parallel,
+                     plan=HALVING)
     return knobs
 
 

@@ -4,22 +4,28 @@ documents advance to the next stage and earn one point per stage won. The whole 
 a seeded shuffle); documents are ranked by total points, ties in incoming order.
 
 A plan is a sequence of stages (groups, select): a stage deals its n candidates over `groups` groups
-as evenly as possible and each group selects `select`, so groups * select advance. Common candidate
-counts have tuned plans (PLANS); other counts get one derived by `derived_plan` (groups of at most
-`group_size`, each keeping half); an explicit `plan` may be given and is checked against the count.
+as evenly as possible and each group selects `select`, so groups * select advance.
+
+- The default plan is the paper's, for exactly 100 candidates: 100 -> 50 -> 20 -> 10 -> 5 -> 2
+  (PAPER_STAGES, 13 selections a round: 26 calls with the default 2 rounds). For any other count the
+  strategy fails fast (TournamentPlanError) instead of inventing stages.
+- `plan="halving"`: one group per stage, each keeping half, down to one winner (`halving_plan`):
+  20 candidates -> 10 -> 5 -> 2 -> 1, 4 calls a round. This is what everything built from settings
+  (graph search, /api/rerank, the benchmark) uses, because their candidate counts vary.
+- An explicit plan (a list of stages) is checked against the count, naming the stage that breaks.
+
 Groups within a stage run concurrently, at most `max_parallel_groups` at once (the judge's bound
 still applies). A group whose answer is unusable advances its first m in dealt order (counted).
 """
 
 from __future__ import annotations
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 import asyncio
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import selection_answer
 from app.rerank.strategies.base import (
@@ -35,22 +41,19 @@ class Stage:
     select: int
 
 
-PLANS: dict[int, tuple[Stage, ...]] = {
-    10: (Stage(1, 5), Stage(1, 2), Stage(1, 1)),
-    20: (Stage(2, 5), Stage(1, 5), Stage(1, 2), Stage(1, 1)),
-    50: (Stage(5, 4), Stage(2, 5), Stage(1, 5), Stage(1, 2), Stage(1, 1)),
-    100: (Stage(5, 10), Stage(5, 4), Stage(2, 5), Stage(1, 5), Stage(1, 2), Stage(1, 1)),
-}
+PAPER_CANDIDATES = 100
+# TourRank's stages for 100 candidates: 5 groups of 20 keep 10 each, 5 groups of 10 keep 4,
+# then one group keeps 10 of 20, 5 of 10 and 2 of 5.
+PAPER_STAGES: tuple[Stage, ...] = (Stage(5, 10), Stage(5, 4), Stage(1, 10), Stage(1, 5), Stage(1, 2))
+HALVING = "halving"
 
 
-def derived_plan(n_documents: int, group_size: int = 20) -> tuple[Stage, ...]:
-    """Groups of at most group_size keep half of their smallest group (at least one), down to one winner."""
+def halving_plan(n_documents: int) -> tuple[Stage, ...]:
+    """One group per stage keeping half (at least one), down to one winner."""
     stages, remaining = [], n_documents
     while remaining > 1:
-        groups = math.ceil(remaining / group_size)
-        select = max(1, (remaining // groups) // 2)
-        stages.append(Stage(groups, select))
-        remaining = groups * select
+        stages.append(Stage(1, remaining // 2))
+        remaining //= 2
     return tuple(stages)
 
 
@@ -80,25 +83,35 @@ class TournamentStrategy:
         self,
         *,
         rounds: int = 2,
-        plan: Sequence[Stage | tuple[int, int]] | None = None,
-        group_size: int = 20,
+        plan: str | Sequence[Stage | tuple[int, int]] | None = None,
         max_parallel_groups: int = 4,
         max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
         max_documents: int = 500,
     ):
-        if rounds < 1 or group_size < 2 or max_parallel_groups < 1 or max_document_chars < 1:
-            raise ValueError("rounds, max_parallel_groups, max_document_chars must be >= 1 and group_size >= 2")
+        if rounds < 1 or max_parallel_groups < 1 or max_document_chars < 1:
+            raise ValueError("rounds, max_parallel_groups and max_document_chars must be >= 1")
+        if isinstance(plan, str) and plan != HALVING:
+            raise ValueError(f"plan must be {HALVING!r} or a list of (groups, select) stages, got {plan!r}")
         self.rounds = rounds
-        self.explicit_plan = tuple(s if isinstance(s, Stage) else Stage(*s) for s in plan) if plan else None
-        self.group_size = group_size
+        self.plan = plan if isinstance(plan, str) or plan is None else tuple(
+            stage if isinstance(stage, Stage) else Stage(*stage) for stage in plan)
         self.max_parallel_groups = max_parallel_groups
         self.max_document_chars = max_document_chars
         self.max_documents = max_documents
 
     def plan_for(self, n_documents: int) -> tuple[Stage, ...]:
+        """The stages for this many candidates, or TournamentPlanError before anything is spent."""
         if n_documents <= 1:
             return ()
-        plan = self.explicit_plan or PLANS.get(n_documents) or derived_plan(n_documents, self.group_size)
+        if self.plan == HALVING:
+            return halving_plan(n_documents)
+        if self.plan is None and n_documents != PAPER_CANDIDATES:
+            raise TournamentPlanError(
+                f"the tournament's default stages are TourRank's for exactly {PAPER_CANDIDATES} candidates "
+                f"(100 -> 50 -> 20 -> 10 -> 5 -> 2), not {n_documents}: give explicit stages "
+                f"(plan=[(groups, select), ...]) or plan={HALVING!r}"
+            )
+        plan = self.plan or PAPER_STAGES
         check_plan(plan, n_documents)
         return plan
 
