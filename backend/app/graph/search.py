@@ -22,8 +22,10 @@ from graphiti_core.edges import EntityEdge
 from graphiti_core.nodes import EntityNode
 from graphiti_core.search.search import search as graphiti_search
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF
+from graphiti_core.search.search_config import SearchResults
 from graphiti_core.search.search_filters import SearchFilters
 
+from app.graph import shared_fulltext
 from app.rerank.guarded import RANK_FELL_BACK
 
 SCOPES = ("edges", "nodes", "both")
@@ -142,6 +144,14 @@ def _first_stage_config(scope: str, n_candidates: int):
     return config
 
 
+def _best_of(results: SearchResults, n: int) -> SearchResults:
+    """The first `n` fused candidates of each kind (a first stage asked for more is cut back)."""
+    return results.model_copy(update={
+        "edges": results.edges[:n], "edge_reranker_scores": results.edge_reranker_scores[:n],
+        "nodes": results.nodes[:n], "node_reranker_scores": results.node_reranker_scores[:n],
+    })
+
+
 async def _entity_names(driver, uuids: set[str]) -> dict[str, str]:
     if not uuids:
         return {}
@@ -180,14 +190,18 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     n_candidates = limit * (runtime.config.reranker_candidates if enabled else 1)
     driver = runtime.driver_for(graph_id)
     started = time.perf_counter()
+    first_stage_size = n_candidates
+    if not runtime.is_falkordb:  # other graphs' keyword hits can take slots of the shared index
+        first_stage_size *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
     first = await graphiti_search(
         runtime.graphiti.clients,
         query,
         [graph_id],
-        _first_stage_config(scope, n_candidates),
+        _first_stage_config(scope, first_stage_size),
         SearchFilters(),
         driver=driver,
     )
+    first = _best_of(first, n_candidates)
     first_stage_ms = (time.perf_counter() - started) * 1000
 
     edge_passages = [edge.fact for edge in first.edges]
