@@ -15,6 +15,7 @@ import logging
 import time
 from collections import defaultdict, deque
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
@@ -92,13 +93,27 @@ class SearchOutcome:
 
 
 def iso(value: Any) -> str | None:
-    """Datetimes come back as ISO strings from FalkorDB and as temporal objects from Neo4j."""
+    """Every timestamp the API returns, in one format: ISO 8601 with six fractional digits and the
+    offset ("2024-05-01T10:00:00.000000+00:00").
+
+    Paged reads get `neo4j.time.DateTime` from Neo4j (nanoseconds: nine digits) and ISO strings
+    from FalkorDB (no fraction at all when it is zero); search gets Python datetimes from graphiti's
+    models. Neo4j values are cut to microseconds the way graphiti reads them (`to_native`), so a
+    fact's time reads the same from both paths.
+    """
     if value is None:
         return None
+    if hasattr(value, "to_native"):  # neo4j.time.DateTime / Date / Time
+        value = value.to_native()
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value  # not a timestamp we wrote; shown as stored
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="microseconds")
     if hasattr(value, "isoformat"):
         return value.isoformat()
-    if hasattr(value, "iso_format"):
-        return value.iso_format()
     return str(value)
 
 
