@@ -16,7 +16,7 @@ def test_a_valid_permutation_is_kept_as_is():
 
 
 @pytest.mark.parametrize(
-    "answer, order, missing, duplicates, out_of_range, extra",
+    "answer, order, missing, duplicates, out_of_range, not_indices",
     [
         ([3, 1], [3, 1, 0, 2, 4], [0, 2, 4], [], [], []),  # missing: appended in incoming order
         ([2, 2, 0, 2, 1, 4, 3], [2, 0, 1, 4, 3], [], [2, 2], [], []),  # duplicates: first occurrence wins
@@ -26,17 +26,27 @@ def test_a_valid_permutation_is_kept_as_is():
         ([9, 1, 1, "x", 3], [1, 3, 0, 2, 4], [0, 2, 4], [1], [9], ["x"]),  # everything at once
         ([], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [], [], []),
     ],
-    ids=["missing", "duplicated", "out_of_range", "extra", "coerced", "mixed", "empty"],
+    ids=["missing", "duplicated", "out_of_range", "not_indices", "coerced", "mixed", "empty"],
 )
-def test_broken_answers_are_repaired_and_reported(answer, order, missing, duplicates, out_of_range, extra):
+def test_broken_answers_are_repaired_and_reported(answer, order, missing, duplicates, out_of_range, not_indices):
     repaired, report = repair_permutation(answer, 5)
     assert repaired == order and sorted(repaired) == list(range(5))
-    assert (report.missing, report.duplicates, report.out_of_range, report.extra) == (
-        missing, duplicates, out_of_range, extra,
+    assert (report.missing, report.duplicates, report.out_of_range, report.not_indices) == (
+        missing, duplicates, out_of_range, not_indices,
     )
-    assert report.repairs == len(missing) + len(duplicates) + len(out_of_range) + len(extra)
-    assert report.valid is (report.repairs == 0)
+    assert report.extra == out_of_range + not_indices  # the contract's "extra": anything not an index 0..n-1
+    assert report.repairs == len(missing) + len(duplicates) + len(out_of_range) + len(not_indices)
+    assert report.is_valid is report.valid is (report.repairs == 0)
     assert report.as_dict()["repairs"] == report.repairs
+
+
+def test_the_repair_report_has_the_contracts_fields():
+    _, report = repair_permutation([9, 1, 1, "x", 3], 5)
+    assert report.as_dict() == {
+        "is_valid": False, "missing": [0, 2, 4], "extra": [9, "'x'"], "out_of_range": [9],
+        "duplicates": [1], "not_indices": ["'x'"], "repairs": 6,
+    }
+    assert repair_permutation([1, 0], 2)[1].as_dict()["is_valid"] is True
 
 
 @pytest.mark.parametrize(
@@ -58,6 +68,13 @@ def test_listwise_answers_are_read_defensively(text):
 def test_a_rejection_keeps_its_reason_even_without_indices():
     answer = listwise_answer('{"reranked_indices": [], "is_rejected": true, "rejection_reason": "all off-topic"}', 3)
     assert answer.rejected and answer.rejection_reason == "all off-topic" and answer.order == [0, 1, 2]
+
+
+@pytest.mark.parametrize("repair", [True, False])
+def test_a_rejection_that_still_ranks_is_a_parse_error(repair):
+    text = '{"reranked_indices": [2, 0, 1], "is_rejected": true, "rejection_reason": "nothing fits"}'
+    with pytest.raises(RerankParseError, match="rejects every passage yet ranks some"):
+        listwise_answer(text, 3, repair=repair)
 
 
 @pytest.mark.parametrize(

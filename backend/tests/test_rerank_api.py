@@ -73,6 +73,23 @@ def test_a_rejected_list_gives_every_result_a_reason(api, scripted_llm):
     assert {result["reason"] for result in body["results"]} == {"rejected: not about water"}
 
 
+def test_a_rejection_that_still_ranks_is_an_unusable_answer(api, scripted_llm):
+    scripted_llm.responder = ranking_llm(
+        table_relevance(RELEVANCE), listwise=lambda p: listwise_reply([1, 0, 2, 3], rejected=True, reason="none"))
+    strict = post(api(), strategy="listwise")
+    assert strict.status_code == 502 and strict.get_json()["error"]["code"] == "unusable_model_answer"
+    assert "rejects every passage yet ranks some" in strict.get_json()["error"]["message"]
+
+
+def test_lenient_repairs_are_reported(api, scripted_llm):
+    scripted_llm.responder = ranking_llm(table_relevance(RELEVANCE), listwise=lambda p: listwise_reply([1, 1, "x"]))
+    body = post(api(), strategy="listwise", strict=False).get_json()
+    assert [result["id"] for result in body["results"]] == ["reservoir", "bakery", "algae", "ferry"]
+    (report,) = body["stats"]["repair_reports"]
+    assert report["missing"] == [0, 2, 3] and report["duplicates"] == [1] and report["extra"] == ["'x'"]
+    assert report["is_valid"] is False and body["stats"]["repairs"] == 5
+
+
 def test_mmr_lists_the_near_duplicate_as_dropped(api):
     twin = {"id": "twin", "text": "The Harbor Water Utility operates North Reservoir, which is the main drinking "
                                   "water source of the town"}

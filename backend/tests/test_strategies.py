@@ -13,7 +13,7 @@ from app.rerank.judge import LLMJudge
 from app.rerank.strategies import Stage
 from app.rerank.strategies import TournamentStrategy
 from app.rerank.strategies import get_strategy
-from app.rerank.strategies.strategy_prompts import PASSAGES_CLOSE
+from app.rerank.strategies.strategy_prompts import LISTWISE_ANSWER_SCHEMA, PASSAGES_CLOSE
 from app.rerank.strategies.tournament import PAPER_STAGES, check_plan, halving_plan
 from app.rerank.types import TournamentPlanError
 from tests.support.scripted_llm import delay
@@ -249,6 +249,26 @@ def test_a_broken_listwise_answer_is_repaired_and_counted_when_lenient(scripted_
     outcome = run(scripted_llm, passages, "listwise", strict=False)
     assert order_of(outcome) == [3, 4, 0, 1, 2]
     assert outcome.stats["repairs"] == 3 + 1 + 1 + 1  # missing 0,1,2; duplicate 3; out of range 9; extra "x"
+
+
+def test_the_listwise_prompt_states_the_contracts_rules_and_answer_schema(scripted_llm):
+    passages, relevance = corpus(4)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance))
+    run(scripted_llm, passages, "listwise")
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    assert "every passage exactly once" in system
+    assert "equally relevant keep their original order" in system
+    assert json.dumps(LISTWISE_ANSWER_SCHEMA) in system
+    assert set(LISTWISE_ANSWER_SCHEMA["required"]) == set(json.loads(listwise_reply([0])))
+
+
+def test_a_repaired_ranking_leaves_a_repair_report(scripted_llm):
+    passages, relevance = corpus(4)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance), listwise=lambda p: listwise_reply([3, 3, 7, 1]))
+    outcome = run(scripted_llm, passages, "listwise", strict=False)
+    (report,) = outcome.stats["repair_reports"]
+    assert report == {"unit": "listwise", "is_valid": False, "missing": [0, 2], "extra": [7], "out_of_range": [7],
+                      "duplicates": [3], "not_indices": [], "repairs": 4}
 
 
 def test_a_rejected_list_carries_the_reason(scripted_llm):

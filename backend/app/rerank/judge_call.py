@@ -60,6 +60,7 @@ class JudgeCall:
         self.fallbacks = 0  # units (window, group, pair, document) answered in incoming order
         self.invalid_outputs = 0  # answers read by a strategy that held nothing usable
         self.repairs = 0  # entries added to or dropped from model permutations / selections
+        self.repair_reports: list[dict[str, Any]] = []  # one per repaired listwise answer (permutation.py)
         self.ties = 0  # pairwise comparisons whose two orders disagreed
         self.successes = 0
         self.last_error: Exception | None = None
@@ -123,6 +124,12 @@ class JudgeCall:
                 document_id=longest_id,
             )
 
+    def record_repairs(self, report: Any, what: str) -> None:
+        """A listwise answer's PermutationReport: counted, and kept when it needed repairs."""
+        self.repairs += report.repairs
+        if not report.is_valid:
+            self.repair_reports.append({"unit": what, **report.as_dict()})
+
     def unit_succeeded(self) -> None:
         self.successes += 1
 
@@ -156,6 +163,7 @@ class JudgeCall:
             "fallbacks": self.fallbacks,
             "invalid_outputs": self.invalid_outputs,
             "repairs": self.repairs,
+            "repair_reports": list(self.repair_reports),
             "ties": self.ties,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

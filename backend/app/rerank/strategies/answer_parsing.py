@@ -65,7 +65,7 @@ def _unrepaired(report: PermutationReport, what: str, text: str) -> RerankParseE
 
 def _problems(report: PermutationReport) -> str:
     named = {"missing": report.missing, "duplicates": report.duplicates, "out of range": report.out_of_range,
-             "not an index": [repr(item) for item in report.extra]}
+             "not an index": [repr(item) for item in report.not_indices]}
     return "; ".join(f"{label} {values}" for label, values in named.items() if values)
 
 
@@ -80,6 +80,8 @@ def listwise_answer(text: str, size: int, *, repair: bool = True) -> ListAnswer:
         if not rejected:
             raise
         raw = []
+    if rejected and raw:  # the contract: a rejection comes with an empty list, anything else contradicts it
+        raise RerankParseError(f"the model's answer rejects every passage yet ranks some: {_excerpt(text)!r}")
     order, report = repair_permutation(raw, size)
     if report.named == 0 and size > 1 and not rejected:
         raise RerankParseError(f"the model's ranking names no valid passage index: {_excerpt(text)!r}")
@@ -96,7 +98,7 @@ def selection_answer(text: str, size: int, select: int, *, repair: bool = True) 
     order, report = repair_permutation(raw, size)
     if report.named == 0:
         raise RerankParseError(f"the model's selection names no valid passage index: {_excerpt(text)!r}")
-    repairs = len(report.duplicates) + len(report.out_of_range) + len(report.extra) + abs(report.named - select)
+    repairs = len(report.duplicates) + len(report.extra) + abs(report.named - select)
     if not repair and repairs:
         raise RerankParseError(f"the model's selection names {report.named} valid distinct indices where {select} "
                                f"were asked ({_problems(report) or 'count differs'}) and strict mode does not "

@@ -41,7 +41,7 @@ async def rank_list(
     except RerankError as error:
         session.unit_failed(error, what)
         return ListAnswer(list(range(size)), report=None)
-    session.repairs += answer.report.repairs
+    session.record_repairs(answer.report, what)
     session.unit_succeeded()
     return answer
 

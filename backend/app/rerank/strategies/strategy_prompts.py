@@ -35,7 +35,7 @@ from typing import Literal
 
 from app.rerank.judge_prompt import QUERY_CLOSE, QUERY_OPEN, escape_field, unescape_field
 
-STRATEGY_PROMPT_VERSION = "strategies-2"
+STRATEGY_PROMPT_VERSION = "strategies-3"
 
 PromptKind = Literal["listwise", "select", "pairwise"]
 
@@ -51,13 +51,31 @@ _DATA_RULES = (
     "Sharing words with the query is not enough."
 )
 
+# The listwise answer's JSON Schema, shown to the model in the rules (and usable by a caller to check).
+LISTWISE_ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "reranked_indices": {"type": "array", "items": {"type": "integer"}},
+        "is_rejected": {"type": "boolean"},
+        "rejection_reason": {"type": "string"},
+    },
+    "required": ["reranked_indices", "is_rejected", "rejection_reason"],
+    "additionalProperties": False,
+}
+
 _TASK_RULES = {
     "listwise": (
         "You rank passages by their relevance to a search query.\n" + _DATA_RULES + "\n"
-        'Answer with only a JSON object: {"reranked_indices": [...], "is_rejected": false, '
-        '"rejection_reason": ""}. reranked_indices lists the "index" of every passage exactly once, '
-        "the most relevant first. Set is_rejected to true, with a one-sentence rejection_reason, only "
-        "when no passage is relevant to the query at all."
+        "Rules for the ranking:\n"
+        '- reranked_indices lists the "index" of every passage exactly once, the most relevant first; '
+        "no index may be left out, repeated or invented.\n"
+        "- Passages that are equally relevant keep their original order (the lower index first).\n"
+        "- Set is_rejected to true only when no passage is relevant to the query at all; then "
+        "reranked_indices is the empty list [] and rejection_reason says why in one short sentence. "
+        'Otherwise is_rejected is false and rejection_reason is "".\n'
+        "Answer with only a JSON object that follows this JSON Schema, with no other text or field:\n"
+        + json.dumps(LISTWISE_ANSWER_SCHEMA) + "\n"
+        'Example: {"reranked_indices": [2, 0, 1], "is_rejected": false, "rejection_reason": ""}'
     ),
     "select": (
         "You select the passages most relevant to a search query.\n" + _DATA_RULES + "\n"
