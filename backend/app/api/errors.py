@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, jsonify
+from neo4j.exceptions import ServiceUnavailable, SessionExpired
 from werkzeug.exceptions import HTTPException
 
 from app.graph.fact_import import FactValidationError, ImportFailedError
 from app.graph.store import UnknownGraphError, UnknownNodeError
 from app.graph.runtime import GraphTimeoutError
+from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,20 @@ def register(app: Flask) -> None:
     @app.errorhandler(ImportFailedError)
     def _import_failed(error: ImportFailedError):
         return error_response(503, "import_failed", str(error), stored=0)
+
+    @app.errorhandler(GraphUnavailableError)
+    def _graph_unavailable(error: GraphUnavailableError):
+        response, status = error_response(503, "graph_unavailable", str(error))
+        response.headers["Retry-After"] = str(int(error.retry_after_s))
+        return response, status
+
+    @app.errorhandler(ServiceUnavailable)
+    @app.errorhandler(SessionExpired)
+    def _graph_went_away(error: Exception):  # Neo4j stopped answering after a good start
+        logger.error("Graph database unavailable: %s: %s", type(error).__name__, error)
+        response, status = error_response(503, "graph_unavailable", "the graph database does not answer")
+        response.headers["Retry-After"] = str(int(RETRY_AFTER_S))
+        return response, status
 
     @app.errorhandler(GraphTimeoutError)
     def _timeout(error: GraphTimeoutError):

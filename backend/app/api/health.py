@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from app.api.validation import app_config
-from app.graph.runtime import current_runtime
+from app.graph.runtime import current_runtime, last_start_error
 bp = Blueprint("health", __name__)
 
 
@@ -25,6 +25,10 @@ def health():
         "graph_runtime": "not started",
     }
     runtime = current_runtime()
+    start_error = last_start_error()  # set only while no runtime runs
+    if start_error is not None:
+        body["graph_runtime"] = "unavailable"
+        body["graph_error"] = start_error
     if runtime is not None:
         body["graph_runtime"] = "ready"
         stats = getattr(runtime.reranker, "stats", None)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
-from graphiti_core.driver.driver import GraphDriver
+from graphiti_core.driver.driver import GraphDriver, GraphProvider
 
 from app.config import RERANKER_PROVIDERS, Config
 from app.graph import episodes
@@ -31,6 +31,7 @@ from app.graph import fact_import
 from app.graph import store as graph_store
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph.search import SearchOutcome, search_graph
+from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, describe
 from app.rerank.factory import build_reranker
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
@@ -45,10 +46,14 @@ _loop_lock = threading.Lock()
 
 _graphiti: "GraphitiRuntime | None" = None
 _graphiti_lock = threading.Lock()
+_failed_starts = FailedStarts()
 
 
 class GraphTimeoutError(TimeoutError):
     """A graph operation did not finish within its deadline."""
+
+
+START_TIMEOUT_S = 120.0  # the whole start: connectivity, graphiti's indexes, the registry constraint
 
 
 def _get_loop() -> asyncio.AbstractEventLoop:
@@ -194,13 +199,48 @@ def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncode
     return build_reranker(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
 
 
+async def _check_reachable(driver: GraphDriver) -> None:
+    """Neo4j: fail fast on a server that is down or refuses the credentials. Without this the
+    first query waits out the driver's 30 s of transaction retries before it gives up."""
+    if driver.provider == GraphProvider.NEO4J:
+        await asyncio.wait_for(driver.client.verify_connectivity(), CONNECT_TIMEOUT_S)
+
+
+async def _discard(driver: GraphDriver | None, embedded: EmbeddedFalkorDB | None) -> None:
+    """Close what a failed start opened: the driver (and its background index task) and the server."""
+    try:
+        if driver is not None:
+            await driver.close()  # Neo4jDriver.close() also cancels its index task
+    except Exception as error:  # the start already failed; report that, not this
+        logger.debug("Closing the driver of a failed start failed: %s", error)
+    if embedded is not None:
+        embedded.stop()
+
+
+async def _start_database(config: Config, graphiti_parts: dict) -> tuple[Graphiti, EmbeddedFalkorDB | None]:
+    """Driver, Graphiti and every index; on any failure nothing is left open and the error says why."""
+    driver = embedded = None
+    try:
+        driver, embedded = _build_driver(config)
+        await _check_reachable(driver)
+        graphiti = Graphiti(graph_driver=driver, **graphiti_parts)
+        await graphiti.build_indices_and_constraints()
+        await graph_store.build_registry_schema(driver)
+        return graphiti, embedded
+    except BaseException as error:
+        await _discard(driver, embedded)
+        if not isinstance(error, Exception):  # cancelled (the start ran past its deadline)
+            raise
+        message = describe(error, config)
+        logger.error("Graph database start failed: %s (%s: %s)", message, type(error).__name__, error)
+        raise GraphUnavailableError(message) from error
+
+
 async def _build_runtime(config: Config) -> GraphitiRuntime:
-    driver, embedded = _build_driver(config)
     llm_client, embedder = _build_llm_and_embedder(config)
     reranker = _build_reranker(config.reranker_provider, config, embedder=embedder)
-    graphiti = Graphiti(graph_driver=driver, llm_client=llm_client, embedder=embedder, cross_encoder=reranker)
-    await graphiti.build_indices_and_constraints()
-    await graph_store.build_registry_schema(driver)
+    graphiti, embedded = await _start_database(
+        config, {"llm_client": llm_client, "embedder": embedder, "cross_encoder": reranker})
     logger.info(
         "Graphiti ready: backend=%s%s, llm=%s (%s), embedder=%s, reranker=%s (%s)",
         config.graph_backend,
@@ -226,8 +266,33 @@ def _get_graphiti(config: Config | None = None) -> GraphitiRuntime:
                     raise ValueError(
                         f"Unknown RERANKER_PROVIDER={config.reranker_provider}; allowed: {RERANKER_PROVIDERS}"
                     )
-                _graphiti = run_on_loop(_build_runtime(config), timeout=120)
+                _graphiti = _start_runtime(config)
     return _graphiti
+
+
+def _start_runtime(config: Config) -> GraphitiRuntime:
+    """Build the runtime, or raise GraphUnavailableError; a failure is answered from memory for a
+    few seconds, so requests do not queue behind one attempt after another."""
+    failed = _failed_starts.recent(config)
+    if failed is not None:
+        raise failed
+    try:
+        runtime = run_on_loop(_build_runtime(config), timeout=START_TIMEOUT_S)
+    except GraphTimeoutError:
+        error = GraphUnavailableError(f"the graph database did not finish starting within {START_TIMEOUT_S:.0f} s")
+        _failed_starts.remember(config, error)
+        raise error from None
+    except GraphUnavailableError as error:
+        _failed_starts.remember(config, error)
+        raise
+    _failed_starts.forget()
+    return runtime
+
+
+def last_start_error() -> str | None:
+    """Why the last start failed, while no runtime is running (health checks)."""
+    error = _failed_starts.latest()
+    return str(error) if error is not None and _graphiti is None else None
 
 
 def graphiti_is_built() -> bool:
