@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import openai
 
 from app.config import RERANKER_SCORE_MODES as SCORE_MODES
+from app.rerank.counters import CounterSet
 from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
 from app.rerank.request_limit import RequestLimit
 from app.rerank.score_cache import ScoreCache, score_key
@@ -74,31 +74,11 @@ class _Answer:
     usage: Usage
 
 
-class JudgeCounters:
-    """Thread-safe counters; `snapshot()` is JSON-safe."""
+class JudgeCounters(CounterSet):
+    """The judge's counters (COUNTER_NAMES); thread-safe, `snapshot()` is JSON-safe."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values = dict.fromkeys(COUNTER_NAMES, 0)
-        self._errors: Counter[str] = Counter()
-        self._last_error: str | None = None
-
-    def add(self, name: str, amount: int = 1) -> None:
-        with self._lock:
-            self._values[name] += amount
-
-    def record_error(self, error_class: str) -> None:
-        with self._lock:
-            self._errors[error_class] += 1
-            self._last_error = error_class
-
-    def get(self, name: str) -> int:
-        with self._lock:
-            return self._values[name]
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return {**self._values, "errors": dict(self._errors), "last_error": self._last_error}
+        super().__init__(COUNTER_NAMES)
 
 
 def redact_url(url: str) -> str:
