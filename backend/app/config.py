@@ -18,7 +18,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 GRAPH_BACKENDS = ("falkordb", "neo4j")
 LLM_PROVIDERS = ("openai", "openai_generic")
 EMBEDDING_PROVIDERS = ("openai", "local")
-RERANKER_PROVIDERS = ("ollama", "none")
+RERANKER_PROVIDERS = ("ollama", "rerank_api", "none")
+# rerank_api: `auto` tries the common {model, query, documents, top_n} body and switches to TEI's
+# {query, texts} when the server says so.
+RERANKER_API_STYLES = ("auto", "cohere", "tei")
 RERANKER_SCORE_MODES = ("auto", "logprobs", "json", "graded")
 RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
 MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
@@ -140,6 +143,9 @@ class Config:
     reranker_mmr_lambda: float = 0.7  # mmr: relevance weight, 1 - lambda for diversity
     reranker_mmr_base: str = "pointwise"  # mmr: the strategy that gives relevance
     reranker_mmr_duplicate_threshold: float = 0.95  # mmr: cosine similarity that makes a near-duplicate
+    # rerank_api provider (a dedicated reranker behind POST {base}/rerank)
+    reranker_api_style: str = "auto"
+    reranker_api_max_documents: int = 0  # documents per request; 0: no cap (split only when refused)
 
     # Local model kit (llama-cpp-python server)
     local_llm_model: str = "qwen2.5-coder-1.5b"
@@ -220,6 +226,8 @@ class Config:
             reranker_mmr_duplicate_threshold=_float(
                 "RERANKER_MMR_DUPLICATE_THRESHOLD", cls.reranker_mmr_duplicate_threshold, 0, 1
             ),
+            reranker_api_style=_choice("RERANKER_API_STYLE", cls.reranker_api_style, RERANKER_API_STYLES),
+            reranker_api_max_documents=_int("RERANKER_API_MAX_DOCUMENTS", cls.reranker_api_max_documents, 0),
             local_llm_model=_choice("LOCAL_LLM_MODEL", cls.local_llm_model, LOCAL_LLM_MODELS),
             local_llm_port=_int("LOCAL_LLM_PORT", cls.local_llm_port, 1),
             model_cache_dir=Path(

@@ -32,7 +32,7 @@ def test_switches_are_case_insensitive(monkeypatch):
     "name, value, allowed",
     [
         ("GRAPH_BACKEND", "kuzu", "('falkordb', 'neo4j')"),
-        ("RERANKER_PROVIDER", "olama", "('ollama', 'none')"),
+        ("RERANKER_PROVIDER", "olama", "('ollama', 'rerank_api', 'none')"),
         ("EMBEDDING_PROVIDER", "cohere", "('openai', 'local')"),
         ("GRAPHITI_LLM_PROVIDER", "anthropic", "('openai', 'openai_generic')"),
         ("RERANKER_SCORE_MODE", "vibes", "('auto', 'logprobs', 'json', 'graded')"),

@@ -132,7 +132,7 @@ def test_factory_picks_the_reranker_and_logs_it(caplog, monkeypatch):
         assert isinstance(_build_reranker("OLLAMA", Config.from_env()), OllamaReranker)  # no network I/O
     assert "Initializing Graphiti reranker (provider=none)" in caplog.text
     assert "Initializing Graphiti reranker (provider=ollama)" in caplog.text
-    with pytest.raises(ValueError, match=r"Unknown RERANKER_PROVIDER=cohere; allowed: \('ollama', 'none'\)"):
+    with pytest.raises(ValueError, match=r"Unknown RERANKER_PROVIDER=cohere; allowed: \('ollama', 'rerank_api', 'none'\)"):
         _build_reranker("cohere", Config.from_env())
 
 

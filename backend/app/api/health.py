@@ -20,7 +20,8 @@ def health():
         "reranker": {
             "provider": config.reranker_provider,
             "model": config.reranker_model if config.reranker_provider != "none" else None,
-            "strategy": config.reranker_strategy if config.reranker_provider != "none" else None,
+            # RERANKER_STRATEGY steers the LLM judge only; a rerank_api model scores each passage itself.
+            "strategy": config.reranker_strategy if config.reranker_provider == "ollama" else None,
         },
         "graph_runtime": "not started",
     }

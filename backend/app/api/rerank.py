@@ -12,12 +12,21 @@ a 502, a document longer than RERANKER_MAX_DOCUMENT_CHARS or a prompt larger tha
 a 413, the deadline (RERANKER_DEADLINE_S) a 504. With "strict": false long documents are cut inside
 the prompt, rankings repaired and failed units keep their incoming order (counted in "stats"). The
 judge is the process-wide one the graph reranker uses, so RERANKER_MAX_PARALLEL bounds both together.
+
+With RERANKER_PROVIDER=rerank_api the documents go to the dedicated reranker (one request, more if
+batches are capped), the process-wide client graph search uses. Such a model scores each document on
+its own, so the only strategy is "pointwise" (the default there); another is a 422
+(strategy_not_supported). The response has the same shape plus "provider": "rerank_api"; a document
+the server left unscored (not in its answer, or with strict=false its request failed) comes last
+with a "reason"; "calls" counts HTTP requests and "stats.fallbacks" the unscored documents.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from flask import Blueprint
 
@@ -25,7 +34,7 @@ from app.api.errors import ApiError
 from app.api.validation import app_config, choice_field, int_field, json_object, text_field
 from app.config import RERANKER_STRATEGIES, Config
 from app.graph.runtime import run_on_loop, shared_embedder
-from app.rerank.factory import shared_judge
+from app.rerank.factory import shared_judge, shared_rerank_api
 from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.strategy_run import RerankOutcome, rerank
 from app.rerank.types import (
@@ -40,6 +49,9 @@ MAX_DOCUMENTS = 1000
 MAX_DOCUMENT_CHARS = 100_000
 MAX_TOTAL_CHARS = 2_000_000
 MAX_ID_CHARS = 256
+API_STRATEGY = "pointwise"  # what a dedicated reranker model does (RERANKER_PROVIDER=rerank_api)
+
+T = TypeVar("T")
 
 
 @bp.post("/rerank")
@@ -51,9 +63,13 @@ def rerank_documents():
     query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
     documents = _documents(body.get("documents"))
     top_k = _top_k(body, len(documents))
-    strategy = choice_field(body, "strategy", default=config.reranker_strategy, allowed=RERANKER_STRATEGIES)
+    uses_api = config.reranker_provider == "rerank_api"
+    default_strategy = API_STRATEGY if uses_api else config.reranker_strategy
+    strategy = choice_field(body, "strategy", default=default_strategy, allowed=RERANKER_STRATEGIES)
     return_documents = _flag(body, "return_documents", False)
     strict = _flag(body, "strict", True)
+    if uses_api:
+        return _rerank_with_api(config, query, documents, strategy, top_k, strict, return_documents)
     outcome = _rerank(config, query, documents, strategy, top_k, strict)
     return {
         "results": [_result(result, return_documents) for result in outcome.results],
@@ -74,12 +90,46 @@ def _rerank(config: Config, query: str, documents: list[Document], name: str, to
     except ValueError as error:
         raise ApiError(500, "reranker_misconfigured", str(error)) from None
 
-    async def run() -> RerankOutcome:
+    return _within_deadline(config, lambda: rerank(
+        query, documents, provider=shared_judge(config), strategy=strategy, top_k=top_k, strict=strict,
+        context_tokens=config.reranker_context_tokens,
+    ))
+
+
+def _rerank_with_api(config: Config, query: str, documents: list[Document], strategy: str, top_k: int,
+                     strict: bool, return_documents: bool) -> dict[str, Any]:
+    if strategy != API_STRATEGY:
+        raise ApiError(422, "strategy_not_supported",
+                       f"RERANKER_PROVIDER=rerank_api scores each document with a dedicated reranker model; "
+                       f"only the '{API_STRATEGY}' strategy applies, not '{strategy}'")
+    reranker = shared_rerank_api(config)
+    started = time.perf_counter()
+    ranking = _within_deadline(
+        config, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict))
+    results = [RerankResult(documents[position], rank, position, score, reason=why)
+               for rank, (position, score, why) in enumerate(ranking.order[:top_k], start=1)]
+    scores = [score for _, score, why in ranking.order if why is None]
+    return {
+        "results": [_result(result, return_documents) for result in results],
+        "dropped": [],
+        "strategy": API_STRATEGY,
+        "provider": "rerank_api",
+        "model": reranker.client.model,
+        "calls": ranking.requests,
+        "estimated_calls": reranker.client.estimate_requests(len(documents)),
+        "usage": {"prompt_tokens": ranking.tokens, "completion_tokens": 0},
+        "stats": {"fallbacks": len(documents) - ranking.scored, "repairs": ranking.ignored,
+                  "ties": len(scores) - len(set(scores)),
+                  "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)},
+    }
+
+
+def _within_deadline(config: Config, start: Callable[[], Awaitable[T]]) -> T:
+    """Run a rerank coroutine on the graph loop within RERANKER_DEADLINE_S; typed errors -> ApiError."""
+
+    async def run() -> T:
         async with asyncio.timeout(config.reranker_deadline_s):
-            return await rerank(
-                query, documents, provider=shared_judge(config), strategy=strategy, top_k=top_k, strict=strict,
-                context_tokens=config.reranker_context_tokens,
-            )
+            return await start()
 
     try:
         return run_on_loop(run(), timeout=config.reranker_deadline_s + 5)

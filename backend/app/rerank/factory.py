@@ -9,6 +9,10 @@ reranker and /api/rerank share one: `shared_judge(config)`. It is rebuilt only w
 settings it is made from change (tests switch settings; production builds it once). The benchmark
 asks for a private judge per strategy (`build_reranker(config, judge=build_judge(config))`) so one
 strategy's cache and counters never leak into another's.
+
+RERANKER_PROVIDER=rerank_api (a dedicated reranker behind POST {base}/rerank) is built the same way:
+one process-wide `RerankApiReranker` per settings (`shared_rerank_api`), which graph search and
+/api/rerank share, so its request bound, cache, counters and breaker cover both.
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ from app.config import RERANKER_PROVIDERS, Config
 from app.rerank.judge import LLMJudge
 from app.rerank.ollama_reranker import OllamaReranker
 from app.rerank.passthrough import PassthroughReranker
+from app.rerank.rerank_api import RerankApiReranker
+from app.rerank.rerank_api_client import RerankApiClient
 from app.rerank.strategies.registry import strategy_from_config
 
 _lock = threading.Lock()
 _shared: tuple[tuple, LLMJudge] | None = None
+_shared_api: tuple[tuple, RerankApiReranker] | None = None
 
 
 def _judge_settings(config: Config) -> dict[str, Any]:
@@ -58,14 +65,54 @@ def shared_judge(config: Config) -> LLMJudge:
         return _shared[1]
 
 
+def _rerank_api_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The RERANKER_* settings of the rerank_api provider: (client's, reranker's) by argument name."""
+    client = dict(
+        base_url=config.reranker_base_url,
+        model=config.reranker_model,
+        api_key=config.reranker_api_key,
+        style=config.reranker_api_style,
+        timeout_s=config.reranker_timeout_s,
+        max_parallel=config.reranker_max_parallel,
+        max_documents=config.reranker_api_max_documents,
+    )
+    reranker = dict(
+        cache_size=config.reranker_cache_size,
+        max_document_chars=config.reranker_max_document_chars,
+        deadline_s=config.reranker_deadline_s,
+        breaker_threshold=config.reranker_breaker_threshold,
+        breaker_cooldown_s=config.reranker_breaker_cooldown_s,
+    )
+    return client, reranker
+
+
+def build_rerank_api(config: Config) -> RerankApiReranker:
+    """A new rerank_api cross encoder on the RERANKER_* settings (no network I/O)."""
+    client, reranker = _rerank_api_settings(config)
+    return RerankApiReranker(RerankApiClient(**client), **reranker)
+
+
+def shared_rerank_api(config: Config) -> RerankApiReranker:
+    """The process-wide rerank_api cross encoder for these settings."""
+    global _shared_api
+    client, reranker = _rerank_api_settings(config)
+    key = (*client.values(), *reranker.values())
+    with _lock:
+        if _shared_api is None or _shared_api[0] != key:
+            _shared_api = (key, build_rerank_api(config))
+        return _shared_api[1]
+
+
 def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
-    """The cross encoder for RERANKER_PROVIDER: the passthrough, or the LLM judge running
-    RERANKER_STRATEGY with its settings (mmr needs the embedder). No network I/O."""
+    """The cross encoder for RERANKER_PROVIDER: the passthrough, the shared rerank_api client, or the
+    LLM judge running RERANKER_STRATEGY with its settings (mmr needs the embedder). No network I/O."""
     provider = config.reranker_provider
     if provider not in RERANKER_PROVIDERS:
         raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: {RERANKER_PROVIDERS}")
     if provider == "none":
         return PassthroughReranker()
+    if provider == "rerank_api":
+        return shared_rerank_api(config)
     return OllamaReranker(
         judge or shared_judge(config),
         strategy=strategy_from_config(config, embedder=embedder),

@@ -64,8 +64,11 @@ class ScriptedLLMServer:
     """An OpenAI-compatible server whose answers come from `responder` (see module docstring).
 
     `models`: if given, requests naming another model get a 404 "model not found".
-    Single use: start (or `with`), then stop.
+    Single use: start (or `with`), then stop. A subclass serving another API (scripted_rerank_api.py)
+    overrides `route`, `base_url`, `_admit` and `_reply_for` and keeps the rest.
     """
+
+    route = "/v1/chat/completions"  # the one POST path served
 
     def __init__(self, responder: Responder | None = None, *, models: Iterable[str] | None = None) -> None:
         self.responder: Responder = responder or keyword_overlap_judge
@@ -235,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         scripted = self.server.scripted
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self.path.rstrip("/") != scripted.route:
             self._send_error(404, f"no route {self.path}")
             return
         try:
