@@ -39,7 +39,7 @@ from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.strategy_run import RerankOutcome, rerank
 from app.rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError,
-    RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
+    RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError, documents_from_jsonl,
 )
 
 bp = Blueprint("rerank", __name__, url_prefix="/api")
@@ -80,7 +80,9 @@ def rerank_documents():
         "estimated_calls": outcome.estimated_calls,
         "usage": {key: outcome.stats[key] for key in ("prompt_tokens", "completion_tokens")},
         "stats": {key: outcome.stats[key]
-                  for key in ("fallbacks", "invalid_outputs", "repairs", "repair_reports", "ties", "elapsed_ms")},
+                  for key in ("fallbacks", "invalid_outputs", "repairs", "repair_reports", "ties", "embedding_calls",
+                              "elapsed_ms")},
+        **({"diversity_note": outcome.diversity_note} if outcome.diversity_note is not None else {}),
     }
 
 
@@ -162,6 +164,11 @@ def _as_api_error(error: Exception) -> Exception:
 def _documents(value: Any) -> list[Document]:
     if value is None:
         raise ApiError(400, "missing_field", "'documents' is required (a list of strings or {id, text} objects)")
+    if isinstance(value, str):  # JSONL: one {id, text} object or string per line
+        try:
+            value = documents_from_jsonl(value)
+        except InvalidRerankInputError as error:
+            raise ApiError(400, "invalid_jsonl", f"'documents' as JSONL: {error}") from None
     if not isinstance(value, list) or not value:
         raise ApiError(400, "invalid_type", "'documents' must be a non-empty list of strings or {id, text} objects")
     if len(value) > MAX_DOCUMENTS:
@@ -188,8 +195,7 @@ def _document(item: Any, index: int) -> Document:
             raise ApiError(400, "invalid_type", f"{where}.text is required and must be a string")
         if not isinstance(metadata, dict):
             raise ApiError(400, "invalid_type", f"{where}.metadata must be an object")
-        doc_id = str(doc_id)
-        if not doc_id or len(doc_id) > MAX_ID_CHARS:
+        if not str(doc_id) or len(str(doc_id)) > MAX_ID_CHARS:  # the id itself is kept verbatim
             raise ApiError(422, "invalid_id", f"{where}.id must be 1 to {MAX_ID_CHARS} characters")
     else:
         raise ApiError(400, "invalid_type", f"{where} must be a string or an object with 'id' and 'text'")
@@ -200,12 +206,13 @@ def _document(item: Any, index: int) -> Document:
     return Document(id=doc_id, text=text, metadata=metadata)
 
 
-def _top_k(body: dict, n_documents: int) -> int:
+def _top_k(body: dict, n_documents: int) -> int | None:
+    """The caller's top_k/top_n, or None: then the strategy's own default applies (all; mmr: 5)."""
     given = {key: body[key] for key in ("top_k", "top_n") if body.get(key) is not None}
     if len(given) == 2 and given["top_k"] != given["top_n"]:
         raise ApiError(422, "conflicting_fields", "give 'top_k' or 'top_n' (the same thing), not two different values")
     if not given:
-        return n_documents
+        return None
     key = next(iter(given))
     return min(int_field(body, key, default=n_documents, minimum=1, maximum=MAX_DOCUMENTS), n_documents)
 

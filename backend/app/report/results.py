@@ -129,7 +129,7 @@ class PanoramaResult(ToolResult):
     query: str
     entities: list[EntityView]  # every entity read, relevant ones first
     current: list[FactView]  # facts in force, relevant ones first
-    historical: list[FactView]  # expired or invalidated facts, relevant ones first
+    historical: list[FactView]  # facts no longer true (an end date, or expired), relevant ones first
     relevant_uuids: set[str]  # facts and entities the search found relevant
     total_nodes: int
     total_edges: int
@@ -168,7 +168,7 @@ class PanoramaResult(ToolResult):
         text.header(f"Current facts ({len(self.current)}):")
         for fact in self.current:
             text.item(self._marked(fact.uuid, fact.line()), "current facts", cap=self.max_chars // 2)
-        text.header(f"Historical facts, expired or invalidated ({len(self.historical)}):")
+        text.header(f"Historical facts, no longer true ({len(self.historical)}):")
         for fact in self.historical:
             text.item(self._marked(fact.uuid, fact.line()), "historical facts")
         return text

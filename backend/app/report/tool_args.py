@@ -65,7 +65,7 @@ TOOL_PURPOSES = {
     "search_graph": "graph search: facts, entities and relations relevant to a query, best first",
     "insight_forge": "deep retrieval: splits a question into sub-queries, merges their facts, "
                      "adds entity summaries and relationship chains",
-    "panorama_search": "wide view: every entity and fact, current and historical (expired) apart, "
+    "panorama_search": "wide view: every entity and fact, current and historical (no longer true) apart, "
                        "the relevant ones first",
     "interview_entities": "interviews the most relevant entities as people; they answer only from their facts",
 }

@@ -11,14 +11,11 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from app.graph.search import EdgeHit, NodeHit
+from app.report.time_words import describe_validity
 
 _NOTE_RESERVE = 200  # room kept for the truncation note itself
 # Graphiti names facts with uuid4 strings; citations in model answers are found by this shape.
 UUID_PATTERN = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
-
-
-def _day(value: str | None) -> str:
-    return value[:10] if value else "?"
 
 
 @dataclass
@@ -65,15 +62,8 @@ class FactView:
         return f"{self.source or '?'} -[{self.relation}]-> {self.target or '?'}"
 
     def time_label(self) -> str:
-        if not self.is_historical:
-            return f"valid since {_day(self.valid_at)}" if self.valid_at else "current, no start date"
-        if self.valid_at and self.invalid_at:
-            label = f"was valid {_day(self.valid_at)} to {_day(self.invalid_at)}"
-        elif self.invalid_at:
-            label = f"no longer valid since {_day(self.invalid_at)}"
-        else:
-            label = "historical"
-        return label + (f", marked expired {_day(self.expired_at)}" if self.expired_at else "")
+        """Event time in words; the import date (created_at, expired_at) is never shown as an event."""
+        return describe_validity(self.valid_at, self.invalid_at, self.expired_at)
 
     def line(self) -> str:
         ranking = ""
