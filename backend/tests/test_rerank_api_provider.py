@@ -291,6 +291,15 @@ def test_a_failed_call_keeps_the_incoming_order_with_one_warning(server, fault, 
     assert stats["errors"] == {expected_error: 1} and stats["breaker"]["consecutive_failures"] == 1
 
 
+def test_a_refused_key_stops_the_call_before_its_other_batches(caplog):
+    with ScriptedRerankApi("cohere", scorer=by_table, api_key="another-key") as api, caplog.at_level(logging.WARNING):
+        reranker = make_reranker(api.base_url, max_documents=2, max_parallel=1)
+        ranked, fell_back = rank(reranker, PASSAGES)
+        assert api.count == 1  # three batches, one request: the other two would be refused alike
+    assert [passage for passage, _ in ranked] == PASSAGES and fell_back
+    assert len(warnings_of(caplog)) == 1 and reranker.stats()["errors"] == {"HTTP 401": 1}
+
+
 def test_an_unreachable_server_falls_back_once(caplog):
     reranker = make_reranker(unused_base_url())
     with caplog.at_level(logging.WARNING):

@@ -12,7 +12,8 @@ raw scores are taken as probabilities until one falls outside [0, 1]; from then 
 (cached ones too: the cache holds raw scores) goes through a sigmoid, which keeps the order.
 A passage the server did not score (left out of its answer, its batch's request failed, blank text)
 sits below every scored one, in incoming order. A call where no passage could be scored because
-requests failed falls back to the incoming order with one WARNING.
+requests failed, or where the server refused the key, the model or the dialect (401/403/404), falls
+back to the incoming order with one WARNING.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from app.rerank.guarded import GuardedReranker
 from app.rerank.judge import redact_url
 from app.rerank.ollama_reranker import SCORE_FLOOR
 from app.rerank.rerank_api_client import RerankApiClient, ScoredTexts
-from app.rerank.score_cache import ScoreCache, score_key
+from app.rerank.score_cache import ScoreCache, ScoreKey, score_key
 from app.rerank.types import RerankError
 
 CACHE_VERSION = "rerank_api/1"  # part of the cache key: raw server scores, not mapped ones
@@ -110,6 +111,8 @@ class RerankApiReranker(GuardedReranker):
         for index, score in scored.scores.items():
             self._cache.put(self._key(query, texts[index]), score)
             raw.update(dict.fromkeys(to_send[texts[index]], score))
+        if scored.call_error is not None:  # the whole call fails, in lenient mode too
+            raise scored.call_error
         if strict and scored.errors:
             raise scored.errors[0]
         failed = {position for index in scored.failed for position in to_send[texts[index]]}
@@ -130,7 +133,7 @@ class RerankApiReranker(GuardedReranker):
             raise ranking.errors[0]  # nothing scored: the wrapper falls back with one WARNING
         return [(passages[position], score) for position, score, _ in ranking.order]
 
-    def _key(self, query: str, passage: str):
+    def _key(self, query: str, passage: str) -> ScoreKey:
         return score_key(self.client.model, f"{CACHE_VERSION}:{self.max_document_chars}", "raw", query, passage)
 
     def _from_cache(self, query: str, passages: list[str]) -> tuple[dict[int, float], dict[str, list[int]]]:

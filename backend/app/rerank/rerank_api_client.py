@@ -13,7 +13,8 @@ and the counters. Ranking policy (cache, score scale, order, fallback) is app/re
 - Batches: at most `max_documents` per request (0: no cap). A 413 or 422 for a batch of more than one
   splits it in two and retries the halves; the smaller size is remembered for later calls.
 - Failures are collected per batch, not raised: the caller decides between a partial answer and a
-  fallback. Nothing here does network I/O before the first request.
+  fallback. After a call-level failure (401/403/404, wrong dialect) no further batch of the call is
+  sent. Nothing here does network I/O before the first request.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class ScoredTexts:
     scores: dict[int, float] = field(default_factory=dict)
     failed: list[int] = field(default_factory=list)  # positions whose request failed
     errors: list[RerankError] = field(default_factory=list)  # one per failed request
+    # A wrong key, no access, an unknown model or dialect: every other batch would fail alike.
+    call_error: RerankProviderError | None = None
     requests: int = 0
     ignored: int = 0
     tokens: int = 0
@@ -171,7 +174,10 @@ class RerankApiClient:
             return
         except RerankError as error:
             run.failed.extend(batch)
-            run.errors.append(error)
+            if error is not run.call_error:  # a batch skipped after a call-level failure adds nothing
+                run.errors.append(error)
+                if isinstance(error, RerankProviderError) and error.call_level:
+                    run.call_error = error
             return
         if split:  # remembered only once a smaller batch worked: a 422 for another reason teaches nothing
             self._learn_cap(len(batch))
@@ -182,6 +188,8 @@ class RerankApiClient:
 
     async def _request(self, query: str, texts: list[str], run: ScoredTexts) -> Answer:
         async with self._limit:
+            if run.call_error is not None:  # not sent: it would fail the same way
+                raise run.call_error
             dialect = self._dialect
             response = await self._post(request_body(dialect, model=self.model, query=query, texts=texts), run)
             wanted = wanted_dialect(response.status_code, response.text)
