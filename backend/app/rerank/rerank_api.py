@@ -58,6 +58,9 @@ class RerankApiRanking:
 class RerankApiReranker(GuardedReranker):
     """Dedicated-reranker cross encoder; see the module docstring for scores and failures."""
 
+    # Its scores are relevance (as pointwise judging gives), not ranks: fusion may read them by value.
+    scores_are_relevance = True
+
     def __init__(
         self,
         client: RerankApiClient,
