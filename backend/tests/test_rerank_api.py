@@ -3,6 +3,8 @@ over real HTTP to the scripted model."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.api.rerank import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS
@@ -102,6 +104,33 @@ def test_mmr_lists_the_near_duplicate_as_dropped(api):
     assert [result["id"] for result in body["results"]][0] == "reservoir"
     assert body["dropped"] == [{"id": "twin", "index": 4, "score": 0.0, "rank": 5, "reason": "redundant_with:reservoir"}]
     assert body["calls"] == 1
+
+
+def test_jsonl_documents_and_integer_ids_are_kept_verbatim(api):
+    jsonl = "".join(json.dumps({"id": 100 + index, "text": doc["text"]}) + "\n" for index, doc in enumerate(DOCS))
+    body = post(api(), strategy="listwise", documents=jsonl).get_json()
+    assert [result["id"] for result in body["results"]] == [101, 102, 103, 100]  # integers, as sent
+    refused = post(api(), strategy="listwise", documents='{"id": 1, "text": "ok"}\nnot json\n')
+    assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "invalid_jsonl"
+    assert "JSONL line 2" in refused.get_json()["error"]["message"]
+
+
+def test_mmr_answers_five_by_default_with_cited_reasons_and_a_diversity_note(api, scripted_llm):
+    extra = [{"id": f"x{i}", "text": text} for i, text in enumerate([
+        "Water rates in Harbor rose by 4 percent in 2023 to fund reservoir repairs.",
+        "The North Reservoir holds about 3 million cubic metres when full.",
+        "A leak near the North Reservoir dam was repaired in spring 2022.",
+        "The Harbor Water Utility employs 42 people across two treatment plants."])]
+    relevance = {**RELEVANCE, DOCS[3]["text"]: 0.3}  # only the bakery (0.1) is below 0.2
+    scripted_llm.responder = ranking_llm(lambda query, passage: relevance.get(passage, 0.5))
+    body = post(api(), strategy="mmr", documents=DOCS + extra).get_json()
+    assert len(body["results"]) == 5 and [r["id"] for r in body["dropped"]] == ["bakery"]  # 0.1 < 0.2
+    assert body["dropped"][0]["reason"] == "below_min_relevance:0.2"
+    assert all(r["reason"].startswith("relevance ") and '"' in r["reason"] for r in body["results"])
+    assert "dropped below relevance 0.2 (bakery)" in body["diversity_note"]
+    assert body["stats"]["embedding_calls"] == 1
+    assert len(post(api(), strategy="mmr", documents=DOCS + extra, top_k=6).get_json()["results"]) == 6
+    assert "diversity_note" not in post(api(), strategy="listwise").get_json()
 
 
 def test_the_endpoint_shares_the_graph_rerankers_judge(api, scripted_llm):

@@ -377,9 +377,67 @@ def test_mmr_with_lambda_zero_prefers_diversity(scripted_llm):
     from app.graph.local_embedder import LocalE5Embedder
 
     documents = [WATER, OTHERS[1], OTHERS[2]]
-    scripted_llm.responder = ranking_llm(table_relevance({WATER: 0.9, OTHERS[1]: 0.8, OTHERS[2]: 0.1}))
+    scripted_llm.responder = ranking_llm(table_relevance({WATER: 0.9, OTHERS[1]: 0.8, OTHERS[2]: 0.3}))
     relevance_only = run(scripted_llm, documents, get_strategy("mmr", embedder=LocalE5Embedder(), lambda_=1.0))
     diverse = run(scripted_llm, documents, get_strategy("mmr", embedder=LocalE5Embedder(), lambda_=0.0))
     assert order_of(relevance_only) == [0, 1, 2]
     # After the water fact, the bakery fact is less similar to it than the other water-utility fact.
     assert order_of(diverse)[1] == 2 and not diverse.dropped
+
+
+MORE = [
+    "The Harbor Water Utility employs 42 people across two treatment plants",
+    "Water rates in Harbor rose by 4 percent in 2023 to fund reservoir repairs",
+    "The North Reservoir holds about 3 million cubic metres when full",
+    "Harbor Ferry runs hourly between the town and Harbor Island",
+    "A leak near the North Reservoir dam was repaired in spring 2022",
+]
+
+
+def test_mmr_answers_five_by_default_and_drops_what_is_below_relevance_0_2(scripted_llm):
+    from app.graph.local_embedder import LocalE5Embedder
+
+    texts = [WATER, *OTHERS, *MORE]
+    relevance = dict(zip(texts, [0.95, 0.8, 0.7, 0.1, 0.65, 0.6, 0.55, 0.15, 0.5]))
+    scripted_llm.responder = ranking_llm(table_relevance(relevance))
+    strategy = get_strategy("mmr", embedder=LocalE5Embedder())  # pointwise relevance
+    outcome = run(scripted_llm, texts, strategy)
+    assert len(outcome.results) == 5  # top_k defaults to 5
+    weak = [result for result in outcome.dropped if result.reason.startswith("below_min_relevance")]
+    assert sorted(result.original_index for result in weak) == [3, 7]  # 0.1 and 0.15
+    assert all(result.reason == "below_min_relevance:0.2" and result.score == 0 for result in weak)
+    assert "2 dropped below relevance 0.2" in outcome.diversity_note
+    assert len(run(scripted_llm, texts, get_strategy("mmr", embedder=LocalE5Embedder()), top_k=7).results) == 7
+
+
+def test_mmr_keeps_the_more_concise_near_duplicate_cites_the_text_and_notes_it(scripted_llm):
+    from app.graph.local_embedder import LocalE5Embedder
+
+    documents = [{"id": 11, "text": WATER_TWIN}, {"id": 12, "text": WATER}, {"id": 13, "text": OTHERS[0]}]
+    # The longer twin is judged a little more relevant; the shorter one says the same and is kept.
+    relevance = {WATER_TWIN: 0.95, WATER: 0.9, OTHERS[0]: 0.6}
+    scripted_llm.responder = ranking_llm(table_relevance(relevance))
+    query = "Which reservoir is the main drinking water source?"
+    judge = LLMJudge(model="ranker", base_url=scripted_llm.base_url, api_key="k", timeout_s=5)
+    outcome = asyncio.run(rerank(query, documents, provider=judge, strategy=get_strategy(
+        "mmr", embedder=LocalE5Embedder())))
+    asyncio.run(judge.aclose())
+    assert [result.document.id for result in outcome.results] == [12, 13]  # integer ids stay integers
+    (twin,) = outcome.dropped
+    assert twin.document.id == 11 and twin.reason == "redundant_with:12"
+    for result in outcome.results:
+        quoted = result.reason.split(": ", 1)[1].strip('"').rstrip("…")
+        assert result.reason.startswith("relevance ") and quoted and quoted in result.document.text
+    assert outcome.results[0].reason == f'relevance 0.90: "{WATER}"'
+    note = outcome.diversity_note
+    assert "1 near-duplicate(s) dropped" in note and "11 ~ 12" in note and "embedding cosine similarity" in note
+    assert outcome.stats["embedding_calls"] == 1 and outcome.calls == 3
+
+
+def test_jsonl_documents_are_accepted(scripted_llm):
+    passages, relevance = corpus(3)
+    scripted_llm.responder = ranking_llm(table_relevance(relevance))
+    jsonl = "\n".join([json.dumps({"id": 5, "text": passages[0]}), "", json.dumps({"id": "b", "text": passages[1]}),
+                       json.dumps(passages[2])]) + "\n"
+    outcome = run(scripted_llm, jsonl, "listwise")
+    assert [result.document.id for result in outcome.results] == ["2", "b", 5]

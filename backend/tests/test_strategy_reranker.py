@@ -106,6 +106,20 @@ def test_every_passage_comes_back_once_with_descending_positive_scores(scripted_
     assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores) and min(scores) > 0
 
 
+def test_graph_search_with_mmr_gets_every_passage_back(scripted_llm):
+    """mmr answers 5 by default; graph search applies its own limit, so its reranker asks for all."""
+    from app.graph.local_embedder import LocalE5Embedder
+
+    scripted_llm.responder = ranking_llm(by_length)
+    passages = [f"fact {i}: " + "word " * (i + 1) + f"about topic {i * 13}" for i in range(8)]
+    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)),
+                              strategy=get_strategy("mmr", embedder=LocalE5Embedder()))
+    result = rank(reranker, passages)
+    assert sorted(passage for passage, _ in result) == sorted(passages)
+    scores = [score for _, score in result]
+    assert scores == sorted(scores, reverse=True) and min(scores) > 0
+
+
 def test_a_dead_server_gives_the_first_stage_order_with_one_warning(caplog):
     reranker = OllamaReranker(shared_judge(config_for(unused_base_url())), strategy=get_strategy("listwise"))
     passages = [f"passage {i}" for i in range(6)]

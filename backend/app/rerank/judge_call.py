@@ -62,6 +62,8 @@ class JudgeCall:
         self.repairs = 0  # entries added to or dropped from model permutations / selections
         self.repair_reports: list[dict[str, Any]] = []  # one per repaired listwise answer (permutation.py)
         self.ties = 0  # pairwise comparisons whose two orders disagreed
+        self.embedding_calls = 0  # embedder requests (mmr's similarity), not model calls
+        self.diversity_note: str | None = None  # set by a diversity strategy (mmr) for the answer
         self.successes = 0
         self.last_error: Exception | None = None
 
@@ -165,6 +167,7 @@ class JudgeCall:
             "repairs": self.repairs,
             "repair_reports": list(self.repair_reports),
             "ties": self.ties,
+            "embedding_calls": self.embedding_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }

@@ -83,8 +83,9 @@ class OllamaReranker(GuardedReranker):
     async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
         rankable = [index for index, passage in enumerate(passages) if passage.strip()]
         documents = [Document(id=str(index), text=passages[index]) for index in rankable]
+        # Every passage must come back (graph search applies its own limit): no strategy default cap.
         outcome = await rerank(query, documents, provider=self.judge, strategy=self.strategy, strict=False,
-                               context_tokens=self.context_tokens)
+                               context_tokens=self.context_tokens, top_k=len(documents) or None)
         self._count(outcome.stats)
         results = outcome.results + outcome.dropped
         order = [rankable[result.original_index] for result in results]

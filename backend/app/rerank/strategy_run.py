@@ -38,6 +38,7 @@ class RerankOutcome:
     calls: int
     estimated_calls: int | None  # None: the strategy gives no estimate
     stats: dict[str, Any] = field(default_factory=dict)  # the session's counters and elapsed_ms
+    diversity_note: str | None = None  # what a diversity strategy (mmr) dropped and why
 
 
 def resolve_strategy(strategy: Any, knobs: dict[str, Any]) -> Any:
@@ -73,6 +74,8 @@ async def rerank(
     chosen = resolve_strategy(strategy, knobs)
     name = strategy_name(chosen)
     check_request(query, top_k)
+    if top_k is None:  # a strategy may cap its answer by default (mmr: 5)
+        top_k = getattr(chosen, "default_top_k", None)
     docs = as_documents(documents)
     check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
     judge = provider.judge if isinstance(provider, JudgeCall) else provider
@@ -84,7 +87,7 @@ async def rerank(
     except Exception as error:  # e.g. a result whose document is not a Document
         _raise_typed(name, error)
     stats = {**session.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
-    return RerankOutcome(kept, dropped, name, session.model, session.calls, estimated, stats)
+    return RerankOutcome(kept, dropped, name, session.model, session.calls, estimated, stats, session.diversity_note)
 
 
 def _estimate(name: str, strategy: Any, n_documents: int, top_k: int | None) -> int | None:

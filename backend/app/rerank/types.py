@@ -1,7 +1,9 @@
 """What every reranking strategy takes and gives: documents in, ranked results out, typed errors.
 
 `Document(id, text, metadata)` in; `RerankResult(document, rank, original_index, score, reason, metadata)`
-out, `rank` 1-based and `original_index` 0-based (the document's position in the input list).
+out, `rank` 1-based and `original_index` 0-based (the document's position in the input list). Ids are
+kept verbatim: an integer id stays an integer in the results. Documents may also come as JSONL text,
+one JSON object ({"id", "text", "metadata"?}) or string per line (`documents_from_jsonl`).
 
 Errors are typed so a strict caller (the `/api/rerank` endpoint) can say exactly what went wrong:
 - `InvalidRerankInputError` / `TooManyDocumentsError`: the input itself is unusable (caller's fault);
@@ -14,6 +16,7 @@ Errors are typed so a strict caller (the `/api/rerank` endpoint) can say exactly
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +24,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Document:
-    id: str
+    id: str | int  # verbatim: a caller's integer id stays an integer
     text: str
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -91,8 +94,28 @@ def rank_score(rank: int, total: int) -> float:
     return (total - rank + 1) / total
 
 
-def as_documents(items: Iterable[Document | str | dict]) -> list[Document]:
-    """Documents from Document objects, plain strings (id = position) or {"id", "text", "metadata"} dicts."""
+def documents_from_jsonl(text: str) -> list[str | dict]:
+    """The items of JSONL text: one JSON object or string per non-blank line."""
+    items: list[str | dict] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise InvalidRerankInputError(f"JSONL line {number} is not JSON", item=number) from None
+        if not isinstance(item, (str, dict)):
+            raise InvalidRerankInputError(f"JSONL line {number} must hold an object with 'text' or a string",
+                                          item=number)
+        items.append(item)
+    return items
+
+
+def as_documents(items: Iterable[Document | str | dict] | str) -> list[Document]:
+    """Documents from Document objects, plain strings (id = position) or {"id", "text", "metadata"} dicts,
+    or from JSONL text holding such strings and objects."""
+    if isinstance(items, str):
+        items = documents_from_jsonl(items)
     documents = []
     for index, item in enumerate(items):
         if isinstance(item, Document):
@@ -106,7 +129,7 @@ def as_documents(items: Iterable[Document | str | dict]) -> list[Document]:
             metadata = item.get("metadata") or {}
             if not isinstance(metadata, dict):
                 raise InvalidRerankInputError(f"document {index}: 'metadata' must be an object", item=index)
-            documents.append(Document(id=str(raw_id), text=item.get("text"), metadata=metadata))  # type: ignore[arg-type]
+            documents.append(Document(id=raw_id, text=item.get("text"), metadata=metadata))  # type: ignore[arg-type]
         else:
             raise InvalidRerankInputError(
                 f"document {index}: expected a string, an object with 'text', or a Document", item=index
@@ -124,14 +147,16 @@ def check_documents(documents: list[Document], *, max_documents: int | None = No
         )
     seen: dict[str, int] = {}
     for index, document in enumerate(documents):
-        if not isinstance(document.id, str) or not document.id:
-            raise InvalidRerankInputError(f"document {index}: 'id' must be a non-empty string", item=index)
-        if document.id in seen:
+        if isinstance(document.id, bool) or not isinstance(document.id, (str, int)) or document.id == "":
+            raise InvalidRerankInputError(f"document {index}: 'id' must be a non-empty string or an integer",
+                                          item=index)
+        key = str(document.id)  # 7 and "7" would be the same id to a caller reading the answer
+        if key in seen:
             raise InvalidRerankInputError(
-                f"document {index}: id {document.id!r} is also used by document {seen[document.id]}",
+                f"document {index}: id {document.id!r} is also used by document {seen[key]}",
                 item=document.id,
             )
-        seen[document.id] = index
+        seen[key] = index
         if not isinstance(document.text, str):
             raise InvalidRerankInputError(f"document {document.id!r}: 'text' must be a string", item=document.id)
         if not document.text.strip():
