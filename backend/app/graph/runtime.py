@@ -274,8 +274,8 @@ def _start_runtime(config: Config) -> GraphitiRuntime:
     """Build the runtime, or raise GraphUnavailableError; a failure is answered from memory for a
     few seconds, so requests do not queue behind one attempt after another."""
     failed = _failed_starts.recent(config)
-    if failed is not None:
-        raise failed
+    if failed is not None:  # a new instance: many request threads raise it at once
+        raise GraphUnavailableError(str(failed))
     try:
         runtime = run_on_loop(_build_runtime(config), timeout=START_TIMEOUT_S)
     except GraphTimeoutError:
