@@ -48,6 +48,8 @@ def test_each_strategy_answers_the_contract(api, scripted_llm, strategy):
     assert [result["rank"] for result in body["results"]] == [1, 2, 3, 4]
     scores = [result["score"] for result in body["results"]]
     assert scores == sorted(scores, reverse=True)
+    # The hosted rerank APIs' shape (Cohere, Jina, TEI): index + relevance_score; score kept too.
+    assert all(result["relevance_score"] == result["score"] for result in body["results"])
     assert all("document" not in result for result in body["results"])
     assert body["strategy"] == strategy and body["model"] == "ranker" and body["dropped"] == []
     assert body["calls"] == body["estimated_calls"] == scripted_llm.count
@@ -102,7 +104,8 @@ def test_mmr_lists_the_near_duplicate_as_dropped(api):
     finally:
         del RELEVANCE[twin["text"]]
     assert [result["id"] for result in body["results"]][0] == "reservoir"
-    assert body["dropped"] == [{"id": "twin", "index": 4, "score": 0.0, "rank": 5, "reason": "redundant_with:reservoir"}]
+    assert body["dropped"] == [{"id": "twin", "index": 4, "relevance_score": 0.0, "score": 0.0, "rank": 5,
+                                "reason": "redundant_with:reservoir"}]
     assert body["calls"] == 1
 
 

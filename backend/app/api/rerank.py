@@ -1,12 +1,16 @@
 """POST /api/rerank: rerank documents for a query with any strategy, on its own (no graph needed).
 
-Request:  {"query": str, "documents": [{"id", "text"}] | [str], "top_k"? | "top_n"?, "strategy"?,
+Request:  {"query": str, "documents": [{"id", "text"}] | [str] | JSONL str, "top_k"? | "top_n"?, "strategy"?,
            "return_documents"?: bool, "strict"?: bool (default true)}
-Response: {"results": [{"id", "index", "score", "rank", "reason"?, "document"?}], "dropped": [...],
-           "strategy", "model", "calls", "estimated_calls", "usage", "stats"}
+Response: {"results": [{"id", "index", "relevance_score", "score", "rank", "reason"?, "document"?}],
+           "dropped": [...], "strategy", "model", "calls", "estimated_calls", "usage", "stats",
+           "diversity_note"? (mmr)}
 
-String documents get their position as id. `dropped` lists mmr's near-duplicates
-(reason "redundant_with:<id>"); it is empty for other strategies. Strict (the default) fails fast:
+`index` and `relevance_score` are the hosted rerank APIs' shape (Cohere, Jina, TEI); `score` is the same
+number, kept for earlier clients. Ids are returned verbatim (an integer id stays an integer); string
+documents get their position as id. Without top_k/top_n every document is returned (mmr: 5).
+`dropped` lists what mmr set aside: near-duplicates (reason "redundant_with:<id>") and documents below
+relevance 0.2 ("below_min_relevance:0.2"); it is empty for other strategies. Strict (the default) fails fast:
 an unusable model answer (a ranking that would need a repair included) or a failed model request is
 a 502, a document longer than RERANKER_MAX_DOCUMENT_CHARS or a prompt larger than the model's context
 a 413, the deadline (RERANKER_DEADLINE_S) a 504. With "strict": false long documents are cut inside
@@ -225,8 +229,10 @@ def _flag(body: dict, key: str, default: bool) -> bool:
 
 
 def _result(result: RerankResult, return_documents: bool) -> dict[str, Any]:
+    # relevance_score + index: the Cohere / Jina / TEI rerank shape; score is kept for earlier clients.
     item: dict[str, Any] = {
-        "id": result.document.id, "index": result.original_index, "score": result.score, "rank": result.rank,
+        "id": result.document.id, "index": result.original_index, "relevance_score": result.score,
+        "score": result.score, "rank": result.rank,
     }
     if result.reason:
         item["reason"] = result.reason
