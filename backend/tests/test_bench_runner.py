@@ -126,6 +126,30 @@ def test_one_failed_window_is_a_unit_fallback_and_one_invalid_output(dataset, tm
     assert " unit fallbacks |" in (tmp_path / "out" / "results.md").read_text()
 
 
+def test_cost_per_query_comes_from_token_prices_and_embedding_calls_are_counted_apart(dataset, tmp_path,
+                                                                                       scripted_llm):
+    from app.bench.summary import TokenPrices
+
+    scripted_llm.responder = ranking_llm(relevance)
+    args = bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "original,pointwise:json,mmr:json",
+                      prices=TokenPrices(prompt_per_mtok=2.0, completion_per_mtok=8.0),
+                      base=Config(embedding_provider="local"))
+    results = run_rerank_bench(args, echo=lambda _: None)
+    for label in ("pointwise:json", "mmr:json"):
+        row = results["strategies"][label]
+        expected = (row["prompt_tokens_per_query"] * 2.0 + row["completion_tokens_per_query"] * 8.0) / 1e6
+        assert row["cost_per_query"] == pytest.approx(expected, rel=1e-3) and row["cost_per_query"] > 0
+    assert results["strategies"]["mmr:json"]["embedding_calls_per_query"] == 1.0  # one batch per query
+    assert results["strategies"]["pointwise:json"]["embedding_calls_per_query"] == 0.0
+    assert results["strategies"]["original"]["cost_per_query"] == 0.0
+    assert results["token_prices_per_mtok"] == {"prompt": 2.0, "completion": 8.0}
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "| cost/q |" in table and "| emb. calls/q |" in table
+    free = run_rerank_bench(bench_args(dataset, tmp_path / "free", scripted_llm.base_url, "pointwise:json"),
+                            echo=lambda _: None)
+    assert free["strategies"]["pointwise:json"]["cost_per_query"] == 0.0  # default prices: a local model
+
+
 def test_a_rerun_reuses_finished_queries(dataset, tmp_path, scripted_llm):
     scripted_llm.responder = judge(relevance)
     out = tmp_path / "out"
@@ -205,10 +229,14 @@ def test_cli_prints_the_estimate_and_refuses_without_yes(dataset, tmp_path, scri
     assert "total" in refused.output and "10 calls" in refused.output and "add --yes" in refused.output
     assert scripted_llm.count == 0
 
-    done = app.test_cli_runner().invoke(args=[*command, "--yes", "--max-queries", "1"])
+    done = app.test_cli_runner().invoke(args=[*command, "--yes", "--max-queries", "1", "--price-prompt", "3",
+                                              "--price-completion", "15"])
     assert done.exit_code == 0, done.output
     assert scripted_llm.count == DISTINCT_TEXTS["q1"]
-    assert json.loads((tmp_path / "cli" / "results.json").read_text())["strategies"]["pointwise:json"]["queries"] == 1
+    saved = json.loads((tmp_path / "cli" / "results.json").read_text())
+    assert saved["strategies"]["pointwise:json"]["queries"] == 1
+    assert saved["token_prices_per_mtok"] == {"prompt": 3.0, "completion": 15.0}
+    assert "cost/q" in done.output and saved["strategies"]["pointwise:json"]["cost_per_query"] > 0
 
 
 def test_ctrl_c_keeps_finished_queries_and_the_same_command_resumes(dataset, tmp_path, scripted_llm):

@@ -15,6 +15,8 @@ COLUMNS = (
     ("calls/q", "calls_per_query", "{:.1f}"),
     ("prompt tok/q", "prompt_tokens_per_query", "{:.0f}"),
     ("compl. tok/q", "completion_tokens_per_query", "{:.0f}"),
+    ("cost/q", "cost_per_query", "{:.4f}"),
+    ("emb. calls/q", "embedding_calls_per_query", "{:.1f}"),
     ("invalid", "invalid_output_rate", "{:.1%}"),
     ("fallbacks", "fallbacks", "{}"),
     ("unit fallbacks", "unit_fallbacks", "{}"),
@@ -41,7 +43,7 @@ def markdown_table(results: dict) -> str:
 def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("benchmark", "dataset", "model", "base_url", "candidates", "shuffle", "seed", "concurrency",
-              "relevance_level", "date", "machine", "command") if key in results]
+              "relevance_level", "token_prices_per_mtok", "date", "machine", "command") if key in results]
     notes = []
     for label, row in results["strategies"].items():
         extras = [f"{key}={row[key]}" for key in

@@ -23,7 +23,7 @@ from app.bench.progress import ProgressBar
 from app.bench.rerankers import BenchReranker, StrategySpec
 from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
-from app.bench.summary import counter_delta, fell_back, summarize
+from app.bench.summary import TokenPrices, counter_delta, fell_back, summarize
 from app.config import Config
 from app.rerank.judge import redact_url
 from app.rerank.judge_prompt import PROMPT_VERSION
@@ -47,6 +47,7 @@ class RerankBenchArgs:
     confirm_above: int = DEFAULT_CONFIRM_ABOVE
     repeat_check: bool = True  # re-rank each pointwise query once more: served from the score cache?
     report_only: bool = False  # no model call: report the queries every strategy has finished
+    prices: TokenPrices = field(default_factory=TokenPrices)  # cost per query from the tokens spent
     command: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -179,7 +180,7 @@ def build_results(args: RerankBenchArgs, dataset: Dataset, queries, stores, esti
     strategies, per_query = {}, {}
     for label, store in stores.items():
         records = [store.done[qid] for qid in wanted if qid in store.done]
-        strategies[label], per_query[label] = summarize(records, dataset.qrels, dataset.relevance_level)
+        strategies[label], per_query[label] = summarize(records, dataset.qrels, dataset.relevance_level, args.prices)
         strategies[label]["estimated_calls_run"] = estimate[label][0]
     return {
         "benchmark": "rerank",
@@ -193,6 +194,7 @@ def build_results(args: RerankBenchArgs, dataset: Dataset, queries, stores, esti
         "base_url": redact_url(args.config.reranker_base_url),
         "concurrency": args.config.reranker_max_parallel,
         "prompt_version": PROMPT_VERSION,
+        "token_prices_per_mtok": {"prompt": args.prices.prompt_per_mtok, "completion": args.prices.completion_per_mtok},
         "command": args.command,
         "strategies": strategies,
         "per_query": per_query,

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
 
 # Judge counter deltas each record carries (names of app.rerank.judge counters).
 COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
-                  "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips")
+                  "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips", "embedding_calls")
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """Prices per million tokens (any currency), given on the command line; 0 for a local model."""
+
+    prompt_per_mtok: float = 0.0
+    completion_per_mtok: float = 0.0
+
+    def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
+        return (prompt_tokens * self.prompt_per_mtok + completion_tokens * self.completion_per_mtok) / 1_000_000
 
 
 def counter_delta(before: Mapping, after: Mapping) -> dict[str, int]:
@@ -22,7 +34,8 @@ def _total(records: list[dict], field: str) -> float:
     return float(sum(record.get(field) or 0 for record in records))
 
 
-def summarize(records: list[dict], qrels: Mapping, rel_level: int) -> tuple[dict, dict]:
+def summarize(records: list[dict], qrels: Mapping, rel_level: int,
+              prices: TokenPrices = TokenPrices()) -> tuple[dict, dict]:
     """(aggregate figures, per-query figures) for one strategy's records."""
     rankings = {record["qid"]: record["ranking"] for record in records}
     per_query, mean = evaluate(qrels, rankings, rel_level)
@@ -41,6 +54,9 @@ def summarize(records: list[dict], qrels: Mapping, rel_level: int) -> tuple[dict
         estimated_calls_per_query=round(_total(records, "estimated_calls") / count, 2) if count else 0.0,
         prompt_tokens_per_query=round(_total(records, "prompt_tokens") / count, 1) if count else 0.0,
         completion_tokens_per_query=round(_total(records, "completion_tokens") / count, 1) if count else 0.0,
+        cost_per_query=round(prices.cost(_total(records, "prompt_tokens"), _total(records, "completion_tokens"))
+                             / count, 6) if count else 0.0,
+        embedding_calls_per_query=round(_total(records, "embedding_calls") / count, 2) if count else 0.0,
         prompt_tokens_per_call=round(_total(records, "prompt_tokens") / calls, 1) if calls else 0.0,
         invalid_output_rate=round(_total(records, "invalid_outputs") / calls, 4) if calls else 0.0,
         fallbacks=int(_total(records, "fallbacks")),

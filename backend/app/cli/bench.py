@@ -21,6 +21,7 @@ from flask.cli import with_appcontext
 from app.bench.datasets import DatasetError
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
 from app.bench.rerankers import parse_strategies, with_model_options
+from app.bench.summary import TokenPrices
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
@@ -86,11 +87,15 @@ def bench_group() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="seed for --shuffle")
 @click.option("--shuffle", is_flag=True, help="shuffle each query's candidates first (order sensitivity)")
 @click.option("--no-repeat-check", is_flag=True, help="skip re-ranking each pointwise query from the cache")
+@click.option("--price-prompt", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="price per million prompt tokens, for cost/q (0: a local model)")
+@click.option("--price-completion", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="price per million completion tokens, for cost/q (0: a local model)")
 @model_options
 @with_appcontext
-def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_check, base_url, model, score_mode,
-                   concurrency, timeout_s, deadline_s, max_queries, output, yes, report_only,
-                   confirm_above) -> None:
+def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_check, price_prompt, price_completion,
+                   base_url, model, score_mode, concurrency, timeout_s, deadline_s, max_queries, output, yes,
+                   report_only, confirm_above) -> None:
     """Rerank first-stage candidates with each strategy; nDCG@10, MRR@10, MAP, R@10, latency, cost."""
     from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
 
@@ -106,7 +111,7 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
         strategies=specs,
         max_queries=max_queries, candidates=candidates, seed=seed, shuffle=shuffle, yes=yes,
         confirm_above=confirm_above, repeat_check=not no_repeat_check, config=model_config, report_only=report_only,
-        command=command_line(), extra=run_facts(),
+        prices=TokenPrices(price_prompt, price_completion), command=command_line(), extra=run_facts(),
     )
     try:
         results = run_rerank_bench(args, echo=click.echo, ask=ask)

@@ -43,6 +43,7 @@ COUNTER_NAMES = (
     "passage_failures",  # passages demoted because their own request failed
     "fallbacks",  # whole rank calls answered in incoming order
     "unit_fallbacks",  # windows, groups, pairs, documents that kept their incoming order inside a call
+    "embedding_calls",  # embedder requests a strategy made (mmr's similarity): not model calls
     "breaker_skips",  # rank calls that skipped the model because the breaker was open
     "invalid_outputs",  # answers with nothing usable: no text, no score, no ranking / selection / label
     "score_mode_switches",  # auto mode falling back from logprobs to json

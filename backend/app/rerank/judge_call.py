@@ -126,6 +126,11 @@ class JudgeCall:
                 document_id=longest_id,
             )
 
+    def embedding_requested(self) -> None:
+        """An embedder request (mmr): counted apart from model calls, here and in the judge's counters."""
+        self.embedding_calls += 1
+        self.judge.counters.add("embedding_calls")
+
     def record_repairs(self, report: Any, what: str) -> None:
         """A listwise answer's PermutationReport: counted, and kept when it needed repairs."""
         self.repairs += report.repairs

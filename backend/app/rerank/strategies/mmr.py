@@ -119,7 +119,7 @@ class MMRStrategy:
         return relevant, weak
 
     async def _similarity(self, session, ranked: list[RerankResult]) -> np.ndarray | None:
-        session.embedding_calls += 1
+        session.embedding_requested()
         try:
             return _cosine_matrix(await self.embedder.create_batch([result.document.text for result in ranked]))
         except Exception as error:  # any embedder failure: keep the relevance ranking
