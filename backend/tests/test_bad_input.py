@@ -20,7 +20,8 @@ from tests.support.scripted_llm import unused_base_url
 
 NESTED = "[" * 5000 + "]" * 5000
 INJECTION_IDS = ["a'}) DETACH DELETE n //", "*", "\r\nFLUSHALL", "x;FLUSHALL", "a b", "..", "the", "IT",
-                 "mirofish_registry", "x" * 65, "-leading-dash", "ü"]
+                 "mirofish_registry", "x" * 65, "-leading-dash", "ü",
+                 "x\n", "\nx", "x\uff11"]  # '$' matches before a final newline: ids must match in full
 # Percent-encoded, so each reaches the router as one path segment (or matches no route at all).
 ENCODED = {bad: quote(bad, safe="") for bad in INJECTION_IDS}
 
@@ -106,6 +107,7 @@ def test_bad_and_unknown_graph_ids_on_every_graph_route(client, unchanged, route
     ({"graph_id": "the"}, 400, "reserved word"),  # would crash FalkorDB on the first search
     ({"graph_id": "mirofish_registry"}, 400, "reserved"),
     ({"graph_id": "x" * 65}, 400, "1-64 characters"),
+    ({"graph_id": "ok\n"}, 400, "graph id must be"),
     ({"name": 5}, 400, "'name' must be a string"),
     ({"name": " \t"}, 400, "must not be empty"),
     ({"name": "x" * 201}, 413, "longer than 200"),
@@ -120,6 +122,10 @@ def test_bad_create_encodings(client, unchanged):
     refused(client.post("/api/graph", data=NESTED, content_type="application/json"), 400, "nested deeper")
     refused(client.post("/api/graph", data=b"\xff\xfe{}", content_type="application/json"), 400, "not valid JSON")
     refused(client.post("/api/graph", data="graph_id=x", content_type="text/plain"), 415, "JSON body")
+    # A form is not "no body": it must not create a graph with a generated id.
+    refused(client.post("/api/graph", data={"graph_id": "x"}), 415, "JSON body")
+    refused(client.post("/api/graph", data={"file": (io.BytesIO(b"{}"), "g.json")}), 415, "JSON body")
+    refused(client.post("/api/graph", data="", content_type="application/x-www-form-urlencoded"), 415, "JSON body")
 
 
 @pytest.mark.parametrize("fact, fragment", [
@@ -134,6 +140,8 @@ def test_bad_create_encodings(client, unchanged):
     (_fact(source="x" * 257), "longer than 256"),
     (_fact(fact="x" * 4001), "longer than 4000"),
     (_fact(source_labels=["Person`) DETACH DELETE n //"]), "identifiers"),  # labels are spliced into Cypher
+    (_fact(source_labels=["Person\n"]), "identifiers"),
+    (_fact(metadata={"k\n": 1}), "lower_snake_case"),
     (_fact(target_labels=[f"L{i}" for i in range(9)]), "at most 8"),
     (_fact(valid_at=20240101), "ISO-8601"),
     (_fact(valid_at="2024-02-01T00:00:00Z", invalid_at="2024-01-01T00:00:00Z"), "before"),
@@ -188,6 +196,12 @@ def test_bad_episode_requests_start_no_task(client, water, unchanged, request_kw
     ("limit=abc", 400, "must be an integer"),
     ("limit=1.5", 400, "must be an integer"),
     ("limit=", 400, "must be an integer"),
+    ("limit=%EF%BC%95", 400, "ASCII digits"),  # fullwidth 5: int() would take it
+    ("limit=%D9%A5", 400, "ASCII digits"),  # Arabic-Indic 5
+    ("limit=1_0", 400, "ASCII digits"),
+    ("limit=%2B5", 400, "ASCII digits"),
+    ("limit=%205", 400, "ASCII digits"),
+    ("offset=99999999999999999999999999", 422, "'offset' must be between"),
 ])
 @pytest.mark.parametrize("listing", ["nodes", "edges"])
 def test_bad_paging(client, water, unchanged, listing, query, status, fragment):
@@ -230,6 +244,53 @@ def test_stopword_entity_names_do_not_crash_the_database(client):
     assert client.post(f"/api/graph/{gid}/search", json={"query": "the", "scope": "both"}).get_json()["error"] is None
 
 
+LONE = "\ud800"  # a lone surrogate: JSON may carry it as an escape, UTF-8 cannot encode it
+SURROGATES = [  # (path, body with a lone surrogate in one field, the field the 400 must name)
+    ("/api/graph", {"name": f"a{LONE}"}, "'name'"),
+    ("/api/graph", {"graph_id": f"g{LONE}"}, "'graph_id'"),
+    ("/api/graph/{gid}/facts", {"facts": [_fact(), _fact(source=f"S{LONE}")]}, "'facts[1].source'"),
+    ("/api/graph/{gid}/facts", {"facts": [_fact(fact=f"{LONE} fact")]}, "'facts[0].fact'"),
+    ("/api/graph/{gid}/facts", {"facts": [_fact(relation="\udc00")]}, "'facts[0].relation'"),
+    ("/api/graph/{gid}/facts", {"facts": [_fact(metadata={"k": LONE})]}, "'facts[0].metadata.k'"),
+    ("/api/graph/{gid}/facts", {"facts": [_fact(metadata={f"k{LONE}": 1})]}, "a key of 'facts[0].metadata'"),
+    ("/api/graph/{gid}/facts", {"facts": [_fact(source_labels=[LONE])]}, "'facts[0].source_labels[0]'"),
+    ("/api/graph/{gid}/episodes", {"text": f"hello {LONE}"}, "'text'"),
+    ("/api/graph/{gid}/episodes", {"text": "hello", "name": LONE}, "'name'"),
+    ("/api/graph/{gid}/search", {"query": f"water{LONE}"}, "'query'"),
+    ("/api/report/{gid}/tools/search_graph", {"query": f"water{LONE}"}, "'query'"),
+    ("/api/report/{gid}/tools/insight_forge", {"question": LONE}, "'question'"),
+    ("/api/report/{gid}/tools/interview_entities", {"topic": "water", "questions": ["ok", LONE]}, "'questions[1]'"),
+    ("/api/report/{gid}", {"requirement": f"a report {LONE}"}, "'requirement'"),
+]
+
+
+@pytest.mark.parametrize("path, body, field", SURROGATES)
+def test_lone_surrogates_are_refused_naming_the_field(client, water, unchanged, path, body, field):
+    raw = json.dumps(body)  # ensure_ascii: the surrogate travels as the escape "\ud800", as a client sends it
+    assert "\\ud800" in raw or "\\udc00" in raw
+    response = client.post(path.format(gid=water), data=raw, content_type="application/json")
+    error = refused(response, 400, f"{field} is not valid Unicode")
+    assert error["code"] == "invalid_text" and "lone surrogate" in error["message"]
+
+
+def test_lone_surrogates_in_a_jsonl_upload_are_refused_naming_line_and_field(client, water, unchanged):
+    lines = [json.dumps(_fact()), json.dumps(_fact(target=f"T{LONE}"))]
+    upload = _upload("\n".join(lines).encode())
+    refused(client.post(f"/api/graph/{water}/facts", **upload), 400, "line 2: 'target' is not valid Unicode")
+
+
+def test_a_jsonl_upload_with_a_byte_order_mark_is_imported(client):
+    gid = unique_graph_id("bom")
+    assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
+    facts = [_fact(source="Ann", fact="Ann visits Nowhere"), _fact(source="Bob", fact="Bob visits Nowhere")]
+    data = b"\xef\xbb\xbf" + "\n".join(json.dumps(fact) for fact in facts).encode()  # as Windows editors save
+    response = client.post(f"/api/graph/{gid}/facts", **_upload(data))
+    assert response.status_code == 201, response.get_json()
+    assert response.get_json()["imported"] == 2
+    stored = {edge["source"] for edge in client.get(f"/api/graph/{gid}/edges").get_json()["items"]}
+    assert stored == {"Ann", "Bob"}  # the mark did not become part of the first name
+
+
 def test_a_nul_in_the_query_is_refused_not_a_failed_search(client, water, unchanged):
     refused(client.post(f"/api/graph/{water}/search", json={"query": "water\x00"}), 400, "NUL")
 
@@ -242,6 +303,10 @@ def test_a_nul_in_the_query_is_refused_not_a_failed_search(client, water, unchan
     ("search_graph", {"query": "water", "limit": 10**9}, "'limit' must be between"),
     ("search_graph", {"query": "water", "limit": "5"}, "must be an integer"),
     ("search_graph", {"query": "water", "drop": "graph"}, "unknown argument"),
+    ("search_graph", {"query": "water\x00"}, "NUL"),  # refused alike by graph search
+    ("insight_forge", {"question": "why\x00"}, "NUL"),
+    ("panorama_search", {"query": "\x00water"}, "NUL"),
+    ("interview_entities", {"topic": "water", "questions": ["ok", "a\x00b"]}, "NUL"),
     ("insight_forge", {"question": ["a"]}, "must be a string"),
     ("panorama_search", {"query": "water", "max_chars": 10}, "'max_chars' must be between"),
     ("interview_entities", {"topic": "water", "questions": [f"q{i}" for i in range(6)]}, "1 to 5"),
@@ -260,7 +325,7 @@ def test_bad_report_requests(client, water, unchanged):
     refused(client.post(f"/api/report/{water}", json={"requirement": "r", "max_sections": 0}), 422, "between")
     refused(client.post(f"/api/report/{water}", json={"requirement": "r", "max_sections": 10**6}), 422, "between")
     refused(client.post(f"/api/report/{water}", json={"requirement": "r", "rm": "-rf"}), 400, "unknown field")
-    for bad in ("r_zz", "..", "r_0123456789abcdef0", "r_0123456789ABCDEF", "%2E%2E"):
+    for bad in ("r_zz", "..", "r_0123456789abcdef0", "r_0123456789ABCDEF", "%2E%2E", "r_0123456789abcdef%0A"):
         refused(client.get(f"/api/report/{bad}"), 400, "report id")
     refused(client.get("/api/report/%2E%2E%2Fmeta.json"), 404)  # a separator matches no route
     refused(client.get("/api/report/r_0123456789abcdef"), 404)
@@ -282,6 +347,13 @@ RERANK_BAD = [
     ({"query": "q", "documents": ["a"], "strategy": "'; FLUSHALL"}, 422, "'strategy' must be one of"),
     ({"query": "q\x00", "documents": ["a"]}, 400, "NUL"),
     ({"query": "x" * 2001, "documents": ["a"]}, 413, "longer than"),
+    ({"query": "q", "documents": ["a"], "top_k": "\uff11"}, 400, "ASCII digits"),
+    ({"query": "q\ud800", "documents": ["a"]}, 400, "'query' is not valid Unicode"),
+    ({"query": "q", "documents": ["a", "b\udfff"]}, 400, "'documents[1]' is not valid Unicode"),
+    ({"query": "q", "documents": [{"id": "x", "text": "t", "metadata": {"k": "\ud800"}}]}, 400,
+     "'documents[0].metadata.k' is not valid Unicode"),
+    ({"query": "q", "documents": json.dumps({"id": "x", "text": "t\ud800"})}, 400,
+     "'documents[0].text' is not valid Unicode"),  # JSONL: the escape decodes only after the body
 ]
 
 

@@ -10,7 +10,7 @@ from flask import Blueprint, request
 from app.api.errors import ApiError
 from app.api.validation import (
     MAX_JSON_DEPTH, adapter, choice_field, graph_id_param, int_field, json_depth, json_object, known_graph_id,
-    text_field,
+    refuse_invalid_text, text_field,
 )
 from app.graph.episodes import chunk_text
 from app.graph.fact_import import FactValidationError, parse_fact, parse_facts
@@ -37,9 +37,10 @@ def _uploaded_text(suffixes: tuple[str, ...]) -> str:
     if suffix not in suffixes:
         raise ApiError(415, "unsupported_file", f"file must end with one of {list(suffixes)}")
     try:
-        return upload.read().decode("utf-8")
+        text = upload.read().decode("utf-8")
     except UnicodeDecodeError as error:
         raise ApiError(400, "invalid_utf8", f"file is not valid UTF-8 (byte {error.start})") from None
+    return text.removeprefix("\ufeff")  # a byte order mark (Windows editors write one) is not content
 
 
 def _facts_from_jsonl(text: str) -> list:
@@ -54,6 +55,7 @@ def _facts_from_jsonl(text: str) -> list:
         except ValueError:
             raise ApiError(400, "invalid_jsonl", f"line {line_number}: not valid JSON", line=line_number) from None
         facts.append(parse_fact(item, line_number, unit="line"))
+        refuse_invalid_text(item, prefix=f"line {line_number}: ")
     if not facts:
         raise ApiError(400, "empty_upload", "the file holds no facts")
     return facts
@@ -61,7 +63,8 @@ def _facts_from_jsonl(text: str) -> list:
 
 @bp.post("")
 def create_graph():
-    body = json_object() if request.data else {}
+    # No body at all asks for a generated id; any body (a form included) must be JSON.
+    body = json_object() if request.content_length or request.content_type else {}
     name = text_field(body, "name", max_chars=200, required=False)
     graph_id = body.get("graph_id")
     if graph_id is not None:

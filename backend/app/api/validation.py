@@ -11,6 +11,7 @@ from app.api.errors import ApiError
 from app.config import Config
 from app.graph.store import UnknownGraphError, validate_graph_id
 from app.graph.runtime import GraphitiAdapter
+from app.graph.text_rules import first_invalid_text
 
 
 def app_config() -> Config:
@@ -62,7 +63,15 @@ def json_object() -> dict:
         raise ApiError(400, "invalid_json", "request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "JSON body must be an object")
+    refuse_invalid_text(body)
     return body
+
+
+def refuse_invalid_text(value: Any, path: str = "", prefix: str = "") -> None:
+    """A 400 naming the first string (key or value) that is not valid Unicode, anywhere in `value`."""
+    problem = first_invalid_text(value, path)
+    if problem:
+        raise ApiError(400, "invalid_text", prefix + problem)
 
 
 def text_field(body: dict, key: str, *, max_chars: int, required: bool = True) -> str | None:
@@ -82,17 +91,24 @@ def text_field(body: dict, key: str, *, max_chars: int, required: bool = True) -
     return value
 
 
+_ASCII_INTEGER = re.compile(r"-?[0-9]+")
+_MAX_DIGITS = 18  # more digits are beyond every range checked here (and int() of thousands is slow)
+
+
 def int_field(source: dict, key: str, *, default: int, minimum: int, maximum: int) -> int:
     value: Any = source.get(key, default)
+    out_of_range = ApiError(422, "out_of_range", f"'{key}' must be between {minimum} and {maximum}")
     if isinstance(value, str):  # query-string parameters arrive as text
-        try:
-            value = int(value)
-        except ValueError:
-            raise ApiError(400, "invalid_type", f"'{key}' must be an integer") from None
+        # Only ASCII digits: int() also takes fullwidth and other Unicode digits, '_', '+' and spaces.
+        if not _ASCII_INTEGER.fullmatch(value):
+            raise ApiError(400, "invalid_type", f"'{key}' must be an integer written in ASCII digits")
+        if len(value.lstrip("-")) > _MAX_DIGITS:
+            raise out_of_range
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, "invalid_type", f"'{key}' must be an integer")
     if not minimum <= value <= maximum:
-        raise ApiError(422, "out_of_range", f"'{key}' must be between {minimum} and {maximum}")
+        raise out_of_range
     return value
 
 

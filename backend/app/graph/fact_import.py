@@ -79,7 +79,7 @@ def _labels(item: dict, key: str) -> list[str]:
     if not isinstance(value, list) or len(value) > MAX_LABELS:
         raise ValueError(f"'{key}' must be a list of at most {MAX_LABELS} labels")
     for label in value:
-        if not isinstance(label, str) or not _LABEL.match(label):
+        if not isinstance(label, str) or not _LABEL.fullmatch(label):
             raise ValueError(f"'{key}' entries must be identifiers like 'Person' (got {label!r})")
     return list(dict.fromkeys(value))
 
@@ -102,7 +102,7 @@ def _metadata(item: dict) -> dict[str, Any]:
     if not isinstance(value, dict) or len(value) > 16:
         raise ValueError("'metadata' must be an object with at most 16 keys")
     for key, entry in value.items():
-        if not _METADATA_KEY.match(key) or key in _RESERVED_KEYS:
+        if not _METADATA_KEY.fullmatch(key) or key in _RESERVED_KEYS:
             raise ValueError(f"metadata key {key!r} must be lower_snake_case and not a reserved name")
         if not isinstance(entry, (str, int, float, bool)) or (isinstance(entry, str) and len(entry) > 512):
             raise ValueError(f"metadata value for {key!r} must be a short string, number or boolean")

@@ -41,7 +41,7 @@ class UnknownNodeError(LookupError):
 
 
 def validate_graph_id(graph_id: Any) -> str:
-    if not isinstance(graph_id, str) or not GRAPH_ID_PATTERN.match(graph_id):
+    if not isinstance(graph_id, str) or not GRAPH_ID_PATTERN.fullmatch(graph_id):
         raise ValueError(
             "graph id must be 1-64 characters of letters, digits, '_' or '-', starting with a letter or digit"
         )

@@ -30,7 +30,7 @@ def new_report_id() -> str:
 
 
 def validate_report_id(report_id: Any) -> str:
-    if not isinstance(report_id, str) or not REPORT_ID_PATTERN.match(report_id):
+    if not isinstance(report_id, str) or not REPORT_ID_PATTERN.fullmatch(report_id):
         raise ValueError("report id must look like 'r_' followed by 16 lowercase hex digits")
     return report_id
 

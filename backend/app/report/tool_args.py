@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.graph.text_rules import lone_surrogate_problem
+
 
 class UnknownToolError(LookupError):
     pass
@@ -99,6 +101,11 @@ def _text(name: str, value: Any, max_chars: int) -> str:
         raise ToolArgumentError(f"'{name}' must not be empty")
     if len(value) > max_chars:
         raise ToolArgumentError(f"'{name}' is longer than {max_chars} characters")
+    if "\x00" in value:  # graph search refuses it too: the driver strips NUL, breaking the query
+        raise ToolArgumentError(f"'{name}' must not contain NUL characters")
+    problem = lone_surrogate_problem(value)
+    if problem:
+        raise ToolArgumentError(f"'{name}' {problem}")
     return value.strip()
 
 
