@@ -25,7 +25,8 @@ from tests.support.scripted_llm import server_error
 INVENTED = "99999999-8888-4777-8666-555555555555"
 OUTLINE = {"title": "Drinking water in Harbor town", "sections": [
     {"title": "Who runs the water supply", "goal": "Name the people and bodies in charge"},
-    {"title": "Incidents and history", "goal": "What went wrong and what changed over time"},
+    {"title": "Identify the Key Entities Involved", "goal": "List the entities"},  # generic: dropped
+    {"title": "Incidents and history", "goal": "What went wrong with the drinking water, what changed over time"},
 ]}
 # Per section, the model's answers turn by turn; "WRITE" writes the section citing what it saw.
 SECTION_SCRIPTS = {
@@ -109,6 +110,9 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     summary = finished["result"]
     assert (summary["sections"], summary["tool_calls"], summary["invalid_calls"]) == (2, 4, 1)
     assert summary["removed_citations"] == 2 and summary["citations"] == 4
+    assert summary["removed_claims"] == 1 and summary["repeated_queries"] == 0
+    assert summary["tool_calls_by_tool"] == {"search_graph": 1, "insight_forge": 1, "panorama_search": 1,
+                                             "interview_entities": 1}
 
     folder = config.data_dir / "reports" / report_id
     assert {p.name for p in folder.iterdir()} >= {"meta.json", "outline.json", "steps.jsonl", "report.md",
@@ -127,6 +131,11 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     assert steps[1]["arguments"]["query"] == "who runs the water utility" and steps[1]["section"] == 1
     assert steps[5]["arguments"]["limit"] == steps[6]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
     assert "unknown tool 'summon_oracle'" in steps[2]["error"]
+    plan = steps[0]
+    assert plan["parts"] == ["Is the town's drinking water in good hands"]
+    assert plan["dropped"] == ["Identify the Key Entities Involved"] and plan["added"] == []
+    assert plan["sections"] == ["Who runs the water supply", "Incidents and history"]
+    assert steps[4]["removed_claims"] == [f"A rumour says more [{REMOVED_CITATION}]."]
 
     # The model was told what was wrong, and the run went on.
     section_one = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"][2]
@@ -135,7 +144,8 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     markdown = report["markdown"]
     assert markdown.startswith("# Drinking water in Harbor town\n")
     assert "## 1. Who runs the water supply" in markdown and "## 2. Incidents and history" in markdown
-    assert INVENTED not in markdown and markdown.count(REMOVED_CITATION) == 1  # the listed one is just dropped
+    # The sentence resting only on an invented id is gone with it; the id only listed is just dropped.
+    assert INVENTED not in markdown and REMOVED_CITATION not in markdown and "A rumour" not in markdown
     edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
     cited = set(UUID.findall(markdown))
     assert len(cited) == 4 and cited <= set(edges)
@@ -151,7 +161,7 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
 def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
     def always_searching(messages, body):
         if purpose(messages) == "outline":
-            return as_json({"title": "T", "sections": [{"title": "Only", "goal": "g"}] * 5})
+            return as_json({"title": "T", "sections": [{"title": "Ferry timetable", "goal": "g"}] * 5})
         if messages[-1]["content"] == WRITE_NOW:
             return as_json({"action": "write", "content": "Written when told to."})
         return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
@@ -160,11 +170,16 @@ def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
     report_id, task = start_report(config, gid, "ferries", max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
-    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "tool", "write", "final"]
-    assert report["outline"] == ["Only"]  # five proposed, max_sections=1
+    # The second identical query is answered from memory: no second search, and the model is told so.
+    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "repeated_query", "write", "final"]
+    assert report["log"][2]["identical"] is True and report["summary"]["repeated_queries"] == 1
+    assert report["summary"]["tool_calls"] == 1
+    assert report["outline"] == ["Ferry timetable"]  # five proposed, max_sections=1
     assert "Written when told to." in report["markdown"]
     sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
     assert len(sections) == 3 and "1 tool call(s) left" in sections[1].messages[-1]["content"]
+    told = sections[2].messages[-2]["content"]
+    assert "you already asked 'ferry' earlier in this section. No new search was run" in told
 
 
 def test_garbage_answers_are_counted_and_never_crash(agent_backend, scripted_llm):
@@ -187,7 +202,7 @@ def test_garbage_answers_are_counted_and_never_crash(agent_backend, scripted_llm
     assert errors[0] == "the answer is not a JSON object"
     assert "unknown argument(s) ['q']" in errors[1] and '"action": "tool"' in errors[2]
     markdown = ReportStore(config.data_dir).read(report_id)["markdown"]
-    assert "## 1. Findings" in markdown and "The ferry runs every hour" in markdown
+    assert "## 1. Ferries" in markdown and "The ferry runs every hour" in markdown  # the requirement's own part
 
 
 def test_a_dead_model_fails_the_task_but_keeps_the_log(agent_backend, scripted_llm):
@@ -226,3 +241,66 @@ def test_parse_action_says_what_is_wrong(reply, problem):
         parse_action(reply)
     assert parse_action({"tool": "search_graph", "arguments": {"query": "x"}})[:2] == ("tool", "search_graph")
     assert parse_action({"content": "# text"}) == ("write", "# text", None)
+
+
+STEERED = "Why was the North Reservoir closed, and who responded how?"
+PLAIN_SEARCHES = {1: ["reservoir closure", "algae bloom", "water utility director", "Reservoir  Closure"],
+                  2: ["algae bloom"]}
+
+
+def plain_searcher(messages, body):
+    """A model that only ever calls search_graph, repeating itself, until it is told to write."""
+    kind = purpose(messages)
+    if kind == "outline":
+        return as_json({"title": "The reservoir", "sections": [
+            {"title": "Causes of the reservoir closure", "goal": "Why it closed"},
+            {"title": "Responses", "goal": "Who responded and how"}]})
+    if kind == "sub_queries":
+        return as_json({"sub_queries": ["algae bloom North Reservoir"]})
+    if messages[-1]["content"] == WRITE_NOW or kind != "section":
+        return as_json({"action": "write", "content": "Written when told to."})
+    turn = sum(1 for m in messages if m["role"] == "assistant")
+    queries = PLAIN_SEARCHES[section_number(messages)]
+    if turn >= len(queries):
+        return as_json({"action": "write", "content": "Done."})
+    return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": queries[turn]}})
+
+
+def test_a_model_that_only_searches_is_steered_and_never_searches_twice(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=plain_searcher), REPORT_AGENT_MAX_TOOL_CALLS=4)
+    report_id, task = start_report(config, gid, STEERED, max_sections=2)
+    finished = wait_for(task.task_id)
+    assert finished["state"] == "done", finished["errors"]
+    report = ReportStore(config.data_dir).read(report_id)
+    steps = report["log"]
+    assert [(s["kind"], s.get("tool")) for s in steps] == [
+        ("plan", None), ("tool", "search_graph"), ("tool", "search_graph"), ("tool", "insight_forge"),
+        ("repeated_query", "search_graph"), ("write", None),
+        ("repeated_query", "search_graph"), ("write", None), ("final", None)]
+    assert steps[0]["tool_hints"] == ["insight_forge", "interview_entities"]
+    # The third plain search became InsightForge on the section's own question.
+    assert steps[3]["nudged_from"] == "search_graph"
+    assert steps[3]["arguments"]["question"] == "Why was the North Reservoir closed"
+    assert (steps[4]["identical"], steps[4]["earlier_section"]) == (True, 1)
+    assert (steps[6]["identical"], steps[6]["earlier_section"]) == (True, 1)
+    summary = report["summary"]
+    assert summary["tool_calls_by_tool"] == {"search_graph": 2, "insight_forge": 1}
+    assert (summary["tool_calls"], summary["repeated_queries"], summary["identical_repeats"]) == (3, 2, 2)
+    assert summary["nudged_sections"] == 1
+
+    sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
+    first = sections[3].messages  # section 1, fourth turn: it has seen every answer so far
+    assert "Advice: this part asks why or asks several things: start with insight_forge" in first[1]["content"]
+    assert "Note: you have only used search_graph in this section." in first[5]["content"]
+    assert first[7]["content"].startswith("Instead of a third search_graph, insight_forge was run")
+    told = sections[4].messages[-2]["content"]  # the repeat within section 1 (then WRITE_NOW): not shown again
+    assert "already asked 'reservoir closure' earlier in this section. No new search was run" in told
+    assert "Result of search_graph:\n" not in told
+    second = [r.messages for r in sections if section_number(r.messages) == 2][-1]
+    assert "Already asked in this report (do not ask again): search_graph: reservoir closure" in second[1]["content"]
+    assert "Advice: this part asks who did or said what" in second[1]["content"]
+    from_memory = second[3]["content"]  # asked in section 1: shown again, from memory
+    assert "you already asked 'algae bloom' in section 1" in from_memory and "repeated here from memory" in from_memory
+    assert "An algae bloom closed the North Reservoir" in from_memory
+    searches = [s["arguments"]["query"] for s in steps if s["kind"] == "tool" and s["tool"] == "search_graph"]
+    assert len(searches) == len({query.casefold() for query in searches})  # no search ran twice

@@ -20,7 +20,8 @@ def chat_for_api(messages, body):
         uuid, _fact = interview_facts(messages)[0]
         return as_json({"answers": [{"question_index": 1, "answer": "We run it.", "fact_uuids": [uuid]}]})
     if kind == "outline":
-        return as_json({"title": "Ferries", "sections": [{"title": "Service", "goal": "How often it runs"}]})
+        return as_json({"title": "Ferries", "sections": [
+            {"title": "Service", "goal": "How often the ferry takes people to the island"}]})
     if kind == "section":
         if not any(m["role"] == "assistant" for m in messages):
             return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})

@@ -1,10 +1,16 @@
 """The report agent: plan an outline, then write each section in a bounded reason-act loop.
 
+The outline follows the requirement's own parts (planning.py): the model proposes it, and a
+deterministic check keeps each section tied to a part and adds a section for a part left out.
 Per section the LLM answers with JSON: a tool call (the tool runs, its text goes back) or the
 section. A section may use at most REPORT_AGENT_MAX_TOOL_CALLS turns that are not the section;
 an invalid call (non-JSON, unknown tool, bad arguments) uses one of them too, so a model that only
 answers garbage still ends. Invalid calls are answered with what was wrong, counted and logged,
-never raised. Citations of facts no tool showed are removed from the text and counted.
+never raised. A query already asked in this report is answered from memory, and the model is told
+so (query_memory.py). A section whose question asks why, or for a stance, is steered to
+InsightForge or the interviews: advice up front, a note after two plain searches, and a third plain
+search replaced by the recommended tool. Citations of facts no tool showed are removed from the
+text, and a sentence left with no real citation is removed with them; both are counted.
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
@@ -12,15 +18,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
+from app.report.planning import SectionPlan, check_outline, requirement_parts, subject_phrase
+from app.report.query_memory import QueryMemory
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
-from app.report.protocol import InvalidCall, parse_action, verify_citations
+from app.report.protocol import InvalidCall, parse_action, remove_unsupported_claims, verify_citations
 from app.report.tools import ReportTools
 from app.report.views import FactView
 from app.tasks import Task, tasks
@@ -32,6 +41,12 @@ TOOL_TEXT_CHARS = 3000  # each tool result the model reads is kept within this b
 MAX_SEARCH_LIMIT = 10  # a 3000-character text shows about ten facts; more hits only cost judge calls
 SECTION_MAX_TOKENS = 1200
 MAX_LLM_FAILURES_PER_SECTION = 2
+MAX_PROPOSED_SECTIONS = 8  # the model's outline is read up to this many sections before the check
+PLAIN_SEARCHES_BEFORE_NUDGE = 2  # plain searches before the section's recommended tool is urged
+
+
+class ToolFailed(Exception):
+    """A tool raised; the model is told the error class, the log holds the message."""
 
 
 @dataclass
@@ -41,10 +56,16 @@ class SectionDraft:
     goal: str
     content: str = ""
     written_by: str = "model"  # "model" | "fallback"
+    part: str = ""
+    tool_hint: str | None = None
     tool_calls: int = 0
     invalid_calls: int = 0
+    repeated_queries: int = 0
+    nudged: bool = False
+    tools_used: list[str] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
+    removed_claims: list[str] = field(default_factory=list)
 
 
 class ReportAgent:
@@ -61,8 +82,10 @@ class ReportAgent:
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
         self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
+        self.memory = QueryMemory()  # every query asked in this run, with what it showed
         self.progress: dict[str, Any] = {}
         self._report_id = ""
+        self._subject = ""
         self._step = 0
 
     def close(self) -> None:
@@ -76,7 +99,7 @@ class ReportAgent:
         self.progress = progress if progress is not None else {}
         self.progress.update(report_id=report_id, phase="planning", section=0, sections_total=0,
                              section_title=None, tool_calls=0, tool_calls_in_section=0, invalid_calls=0,
-                             max_tool_calls_per_section=self.budget)
+                             repeated_queries=0, max_tool_calls_per_section=self.budget)
         started = time.perf_counter()
         self.store.update_meta(report_id, status="running", started_at=now_iso())
         try:
@@ -86,11 +109,12 @@ class ReportAgent:
             for index in range(1, len(outline) + 1):
                 done = [draft.title for draft in sections]
                 sections.append(self._section(graph_id, requirement, title, index, outline, done))
-        except Exception as error:
+            return self._finish(title, requirement, sections, started)
+        except Exception as error:  # whatever failed, the stored report must not say "running" forever
             self.store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
                                    finished_at=now_iso())
+            self.progress.update(phase="failed")
             raise
-        return self._finish(title, requirement, sections, started)
 
     def _log(self, kind: str, **fields: Any) -> None:
         self._step += 1
@@ -99,26 +123,32 @@ class ReportAgent:
 
     # -- planning -----------------------------------------------------------------------------
 
-    def _plan(self, graph_id: str, requirement: str) -> tuple[str, list[tuple[str, str]]]:
+    def _plan(self, graph_id: str, requirement: str) -> tuple[str, list[SectionPlan]]:
         stats = self.tools.graph.stats(graph_id)  # also fails early for an unknown graph
         summary = f"{stats['nodes']} entities, {stats['edges']} facts ({stats['historical_edges']} historical)"
         started = time.perf_counter()
-        fallback = ("Report", [("Findings", requirement)])
+        parts = requirement_parts(requirement)
+        self._subject = subject_phrase(parts[0])
         try:
             reply = parse_json_object(self.llm.chat(
-                prompts.outline_messages(requirement, summary, self.max_sections), max_tokens=600, json_object=True))
+                prompts.outline_messages(requirement, summary, self.max_sections, parts),
+                max_tokens=600, json_object=True))
         except ReportLLMError as error:
             reply, problem = None, f"{error.error_class}: {error.detail}"
         else:
             problem = None if reply is not None else "the outline answer is not a JSON object"
-        title, outline = self._outline_from(reply) if reply is not None else fallback
-        if not outline:
-            problem, (title, outline) = "the outline has no usable sections", fallback
-        self._log("plan", duration_ms=_ms(started), title=title, sections=[t for t, _ in outline],
+        title, proposed = self._outline_from(reply) if reply is not None else ("Report", [])
+        if problem is None and not proposed:
+            problem = "the outline has no usable sections"
+        check = check_outline(proposed, requirement, self.max_sections)
+        outline = check.sections
+        self._log("plan", duration_ms=_ms(started), title=title, sections=[s.title for s in outline],
+                  parts=check.parts, proposed=[t for t, _ in proposed], dropped=check.dropped, added=check.added,
+                  merged_parts=check.merged_parts, tool_hints=[s.tool_hint for s in outline],
                   error=problem, fallback=problem is not None)
-        self.store.write_outline(self._report_id, {"title": title, "sections": [
-            {"title": t, "goal": g} for t, g in outline]})
-        self.store.update_meta(self._report_id, title=title, outline=[t for t, _ in outline])
+        self.store.write_outline(self._report_id, {"title": title, "parts": check.parts,
+                                                   "sections": [s.to_dict() for s in outline]})
+        self.store.update_meta(self._report_id, title=title, outline=[s.title for s in outline])
         return title, outline
 
     def _outline_from(self, reply: dict) -> tuple[str, list[tuple[str, str]]]:
@@ -128,18 +158,20 @@ class ReportAgent:
             if isinstance(item, dict) and isinstance(item.get("title"), str) and item["title"].strip():
                 goal = item.get("goal") if isinstance(item.get("goal"), str) else item["title"]
                 outline.append((item["title"].strip()[:200], goal.strip()[:1000] or item["title"].strip()))
-        return title.strip()[:200], outline[: self.max_sections]
+        return title.strip()[:200], outline[:MAX_PROPOSED_SECTIONS]
 
     # -- one section --------------------------------------------------------------------------
 
     def _section(self, graph_id: str, requirement: str, report_title: str, index: int,
-                 outline: list[tuple[str, str]], done: list[str]) -> SectionDraft:
-        title, goal = outline[index - 1]
-        draft = SectionDraft(index=index, title=title, goal=goal)
-        self.progress.update(section=index, section_title=title, tool_calls_in_section=0)
+                 outline: list[SectionPlan], done: list[str]) -> SectionDraft:
+        plan = outline[index - 1]
+        draft = SectionDraft(index=index, title=plan.title, goal=plan.goal, part=plan.part, tool_hint=plan.tool_hint)
+        self.progress.update(section=index, section_title=plan.title, tool_calls_in_section=0)
         messages = [{"role": "system", "content": prompts.section_system_prompt()},
                     {"role": "user", "content": prompts.section_opening(
-                        requirement, report_title, index, len(outline), title, goal, done, self.budget)}]
+                        requirement, report_title, index, len(outline), plan.title, plan.goal, done, self.budget,
+                        part=plan.part, tool_hint=plan.tool_hint, subject=self._subject,
+                        asked=self.memory.queries())}]
         used = failures = 0
         while used < self.budget and failures < MAX_LLM_FAILURES_PER_SECTION:
             started = time.perf_counter()
@@ -150,16 +182,17 @@ class ReportAgent:
                 self._log("llm_error", duration_ms=_ms(started), error=f"{error.error_class}: {error.detail}")
                 continue
             messages.append({"role": "assistant", "content": text})
+            remaining = self.budget - used - 1
             try:
                 kind, value, arguments = self._action_of(text)
                 if kind == "write":
                     return self._written(draft, value, started, sources=arguments)
-                feedback = self._run_tool(graph_id, draft, value, arguments, started)
+                feedback = self._call(graph_id, draft, value, arguments, started, remaining)
             except InvalidCall as problem:
                 draft.invalid_calls += 1
                 self.progress["invalid_calls"] += 1
                 self._log("invalid_call", duration_ms=_ms(started), error=str(problem), answer=text[:500])
-                feedback = prompts.invalid_call_feedback(str(problem), self.budget - used - 1)
+                feedback = prompts.invalid_call_feedback(str(problem), remaining)
             used += 1
             messages.append({"role": "user", "content": feedback})
         return self._write_now(draft, messages, failures)
@@ -176,28 +209,78 @@ class ReportAgent:
                 raise InvalidCall(str(error)) from None
         return kind, value, arguments
 
-    def _run_tool(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float) -> str:
+    def _call(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
+              remaining: int) -> str:
+        """One tool turn: maybe steered to the section's recommended tool, maybe answered from memory."""
+        nudged_from = None
+        recommended = self._recommended_call(draft) if tool == "search_graph" else None
+        if recommended is not None and draft.tools_used.count("search_graph") >= PLAIN_SEARCHES_BEFORE_NUDGE:
+            nudged_from, (tool, arguments) = tool, recommended
+            draft.nudged = True
         arguments["max_chars"] = self.tool_text_chars
         if "limit" in arguments:
             arguments["limit"] = min(arguments["limit"], self.max_search_limit)
+        earlier = self.memory.recall(tool, arguments)
+        if earlier is not None:
+            return self._repeated(draft, tool, arguments, earlier, started, remaining)
+        try:
+            text = self._run_tool(graph_id, draft, tool, arguments, started, nudged_from)
+        except ToolFailed as failure:
+            return f"The tool {tool} failed: {failure}. {remaining} tool call(s) left."
+        self.memory.remember(tool, arguments, draft.index, draft.tool_calls, text)
+        if nudged_from:
+            return prompts.nudged_feedback(tool, text, remaining)
+        feedback = prompts.tool_feedback(tool, text, remaining)
+        if (tool == "search_graph" and self._recommended_call(draft) is not None and remaining > 0
+                and draft.tools_used.count("search_graph") == PLAIN_SEARCHES_BEFORE_NUDGE):
+            feedback += "\n" + prompts.nudge_feedback(draft.tool_hint, draft.part, self._subject)
+        return feedback
+
+    def _recommended_call(self, draft: SectionDraft) -> tuple[str, dict] | None:
+        """The section's recommended tool with its question, while the section has not used it yet."""
+        tool = draft.tool_hint
+        if tool is None or tool in draft.tools_used or draft.nudged:
+            return None
+        part, subject = draft.part[:500], (self._subject or draft.part)[:500]
+        arguments = {"question": part} if tool == "insight_forge" else {"topic": subject, "questions": [part]}
+        try:
+            return tool, parse_tool_arguments(tool, arguments)
+        except ToolArgumentError:
+            return None
+
+    def _repeated(self, draft: SectionDraft, tool: str, arguments: dict, earlier, started: float,
+                  remaining: int) -> str:
+        draft.repeated_queries += 1
+        self.progress["repeated_queries"] += 1
+        self.memory.note_repeat(tool, arguments, earlier, draft.index)
+        same_section = earlier.section == draft.index
+        self._log("repeated_query", tool=tool, arguments=arguments, duration_ms=_ms(started),
+                  earlier_section=earlier.section, earlier_query=earlier.query,
+                  identical=self.memory.repeats[-1]["identical"])
+        return prompts.repeated_feedback(tool, earlier.query, earlier.section, same_section, earlier.text, remaining)
+
+    def _run_tool(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
+                  nudged_from: str | None = None) -> str:
+        """Run the tool; the text the model is shown. ToolFailed (logged) when the tool raised."""
         draft.tool_calls += 1
+        draft.tools_used.append(tool)
         self.progress["tool_calls"] += 1
         self.progress["tool_calls_in_section"] += 1
-        remaining = self.budget - draft.tool_calls - draft.invalid_calls
         try:
             result = getattr(self.tools, tool)(graph_id, **arguments)
         except Exception as error:  # a failing tool is news for the model, not the end of the run
             self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
                       error=f"{type(error).__name__}: {error}")
-            return f"The tool {tool} failed: {type(error).__name__}. {remaining} tool call(s) left."
+            raise ToolFailed(type(error).__name__) from None
         text = result.render()
         shown = text.text()
         for fact in result.all_facts():
             if fact.uuid in shown:  # a fact cut by the text budget was never shown, so cannot be cited
                 self.known.setdefault(fact.uuid, fact)
         self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
-                  result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()))
-        return prompts.tool_feedback(tool, shown, remaining)
+                  result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
+                  **({"nudged_from": nudged_from} if nudged_from else {}))
+        return shown
 
     def _write_now(self, draft: SectionDraft, messages: list[dict], failures: int) -> SectionDraft:
         """Budget spent (or the model failing): one last request for the section, then a fallback."""
@@ -222,9 +305,10 @@ class ReportAgent:
         return draft
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
-        draft.content, draft.cited, draft.removed_citations = verify_citations(content, self.known, sources)
+        content, draft.cited, draft.removed_citations = verify_citations(content, self.known, sources)
+        draft.content, draft.removed_claims = remove_unsupported_claims(content)
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
-                  removed_citations=draft.removed_citations)
+                  removed_citations=draft.removed_citations, removed_claims=draft.removed_claims)
         return draft
 
     # -- assembling ---------------------------------------------------------------------------
@@ -241,9 +325,12 @@ class ReportAgent:
         entries = []
         for draft in sections:
             name = self.store.write_section(self._report_id, draft.index, self._section_markdown(draft))
-            entries.append({"index": draft.index, "title": draft.title, "file": name, "written_by": draft.written_by,
-                            "tool_calls": draft.tool_calls, "invalid_calls": draft.invalid_calls,
-                            "cited": draft.cited, "removed_citations": draft.removed_citations})
+            entries.append({"index": draft.index, "title": draft.title, "part": draft.part, "file": name,
+                            "written_by": draft.written_by, "tool_calls": draft.tool_calls,
+                            "tools_used": draft.tools_used, "tool_hint": draft.tool_hint, "nudged": draft.nudged,
+                            "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
+                            "cited": draft.cited, "removed_citations": draft.removed_citations,
+                            "removed_claims": draft.removed_claims})
         body = "\n".join(self._section_markdown(draft) for draft in sections)
         markdown = f"# {title}\n\n> Requirement: {requirement}\n\n{body}"
         self.store.write_report(self._report_id, markdown)
@@ -251,8 +338,13 @@ class ReportAgent:
             "report_id": self._report_id, "title": title, "sections": len(sections),
             "sections_by_model": sum(1 for d in sections if d.written_by == "model"),
             "tool_calls": self.progress["tool_calls"], "invalid_calls": self.progress["invalid_calls"],
+            "tool_calls_by_tool": dict(Counter(tool for d in sections for tool in d.tools_used)),
+            "repeated_queries": self.progress["repeated_queries"],
+            "identical_repeats": sum(1 for repeat in self.memory.repeats if repeat["identical"]),
+            "nudged_sections": sum(1 for d in sections if d.nudged),
             "citations": sum(len(d.cited) for d in sections),
             "removed_citations": sum(len(d.removed_citations) for d in sections),
+            "removed_claims": sum(len(d.removed_claims) for d in sections),
             "chars": len(markdown), "duration_ms": _ms(started), "llm": self.llm.stats(),
         }
         self._log("final", **{k: v for k, v in summary.items() if k != "report_id"})

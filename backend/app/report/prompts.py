@@ -6,6 +6,8 @@ apart by their first message. Graph content always travels in the user message a
 
 from __future__ import annotations
 
+import json
+
 from app.report.results import DONT_KNOW
 from app.report.tool_args import describe_tools
 from app.report.views import EntityView, FactView
@@ -27,8 +29,11 @@ INTERVIEW_PROMPT = (
 
 OUTLINE_PROMPT = (
     "You plan a short analytical report about a knowledge graph. Given the requirement (what the report "
-    "must answer), write an outline of a few sections, each with a title and a goal saying what the "
-    'section must find out. Answer with only a JSON object: {"title": "...", "sections": '
+    "must answer) and its parts, write an outline of a few sections, each with a title and a goal saying what the "
+    "section must find out. Give every part of the requirement its own section, in the requirement's order, and "
+    "name in each title what that part asks about (for example the causes, the responses); never use generic "
+    "steps such as 'identify the key entities' or 'analyze the facts'. "
+    'Answer with only a JSON object: {"title": "...", "sections": '
     '[{"title": "...", "goal": "..."}]} with at most MAX sections.'
 )
 
@@ -46,7 +51,13 @@ SECTION_PROMPT_TAIL = (
     "Write only what the tool results support. Each fact in a tool result starts with its id in square "
     "brackets. After each statement cite the ids of the facts it rests on, in square brackets, and list "
     "every id you used in \"sources\"; never cite an id a tool did not show you. Say plainly what the "
-    "graph does not tell."
+    "graph does not tell.\n\n"
+    "Choosing a tool: insight_forge for a 'why' or cause question and for a question with several parts; "
+    "interview_entities when what people or organisations did or said (their stance) matters; panorama_search "
+    "for what changed over time; search_graph for one specific fact. Each call should ask something new for "
+    "this section's goal: a query already asked in this report is answered from memory and tells nothing new.\n"
+    "Each fact says when it held, for example 'valid 14 March to 2 April 2025; no longer true' (it ended on "
+    "2 April) or 'valid from 9 March 2025; still true'. Use these dates; there are no others."
 )
 
 
@@ -69,21 +80,71 @@ def interview_messages(entity: EntityView, facts: list[FactView], topic: str,
     return [{"role": "system", "content": INTERVIEW_PROMPT}, {"role": "user", "content": user}]
 
 
-def outline_messages(requirement: str, graph_summary: str, max_sections: int) -> list[dict[str, str]]:
+def outline_messages(requirement: str, graph_summary: str, max_sections: int,
+                     parts: list[str] | None = None) -> list[dict[str, str]]:
+    listed = "".join(f"\n{number}. {part}" for number, part in enumerate(parts or [requirement], start=1))
     return [{"role": "system", "content": OUTLINE_PROMPT.replace("MAX", str(max_sections))},
-            {"role": "user", "content": f"Requirement: {requirement}\n\nThe graph: {graph_summary}"}]
+            {"role": "user", "content": f"Requirement: {requirement}\nIts parts:{listed}\n\n"
+                                        f"The graph: {graph_summary}"}]
+
+
+TOOL_ADVICE = {
+    "insight_forge": "this part asks why or asks several things: start with insight_forge",
+    "interview_entities": "this part asks who did or said what: interview_entities gives their stance",
+}
+
+
+def first_call(tool: str, part: str, subject: str) -> str:
+    """A ready-made first call for the section's recommended tool (JSON the model can copy)."""
+    if tool == "insight_forge":
+        arguments = {"question": part}
+    elif tool == "interview_entities":
+        arguments = {"topic": subject or part, "questions": [part]}
+    else:
+        arguments = {"query": part}
+    return json.dumps({"action": "tool", "tool": tool, "arguments": arguments})
 
 
 def section_opening(requirement: str, report_title: str, index: int, total: int, title: str, goal: str,
-                    done_titles: list[str], budget: int) -> str:
+                    done_titles: list[str], budget: int, part: str = "", tool_hint: str | None = None,
+                    subject: str = "", asked: list[str] | None = None) -> str:
     done = "; ".join(done_titles) if done_titles else "none yet"
-    return (f"Report: {report_title}\nRequirement: {requirement}\nSections already written: {done}\n\n"
-            f"Write section {index} of {total}: {title}\nGoal: {goal}\n"
-            f"You may call tools up to {budget} times for this section.")
+    lines = [f"Report: {report_title}", f"Requirement: {requirement}", f"Sections already written: {done}", "",
+             f"Write section {index} of {total}: {title}", f"Goal: {goal}"]
+    if part:
+        lines.append(f"This section answers this part of the requirement: {part}")
+    if tool_hint:
+        lines.append(f"Advice: {TOOL_ADVICE[tool_hint]}, for example {first_call(tool_hint, part, subject)}")
+    if asked:
+        lines.append("Already asked in this report (do not ask again): " + " | ".join(asked[-12:]))
+    lines.append(f"You may call tools up to {budget} times for this section.")
+    return "\n".join(lines)
 
 
 def tool_feedback(tool: str, text: str, remaining: int) -> str:
     return f"Result of {tool}:\n{text}\n\n{remaining} tool call(s) left for this section."
+
+
+def repeated_feedback(tool: str, query: str, section: int, same_section: bool, text: str, remaining: int) -> str:
+    """A repeated query: no new search; the earlier result again only when this section has not seen it."""
+    where = "earlier in this section" if same_section else f"in section {section}"
+    head = (f"Result of {tool}: you already asked {query!r} {where}. No new search was run: the answer is the "
+            "same as then")
+    body = ", shown above." if same_section else f", repeated here from memory:\n{text}"
+    return (f"{head}{body}\nAsk something different (another aspect, entity or time) to learn more.\n\n"
+            f"{remaining} tool call(s) left for this section.")
+
+
+def nudge_feedback(tool: str, part: str, subject: str) -> str:
+    """Said after two plain searches when the section's question calls for another tool."""
+    return (f"Note: you have only used search_graph in this section. {TOOL_ADVICE[tool].capitalize()}, "
+            f"for example {first_call(tool, part, subject)}")
+
+
+def nudged_feedback(tool: str, text: str, remaining: int) -> str:
+    """A third plain search was replaced by the recommended tool; the model is told why."""
+    return (f"Instead of a third search_graph, {tool} was run for this section's question, because "
+            f"{TOOL_ADVICE[tool]}.\n" + tool_feedback(tool, text, remaining))
 
 
 def invalid_call_feedback(problem: str, remaining: int) -> str:

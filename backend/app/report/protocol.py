@@ -3,6 +3,7 @@ facts that a tool really showed it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from app.report.views import UUID_PATTERN, FactView
@@ -56,3 +57,26 @@ def verify_citations(content: str, known: dict[str, FactView],
     for uuid in listed_ids(sources):
         (cited if uuid in known else removed).append(uuid)
     return content, list(dict.fromkeys(cited)), list(dict.fromkeys(removed))
+
+
+# Sentence ends, but not after an initial or a short title ("E. coli", "St. Brigid's", "Dr. Nwosu").
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b[A-Z][a-z]\.)\s+")
+
+
+def remove_unsupported_claims(content: str) -> tuple[str, list[str]]:
+    """Drop each sentence whose every citation was removed: it claims support that no tool showed.
+
+    A sentence that keeps one real citation stays (with the removal marked); a sentence without
+    any citation stays too, since the model may list its sources only under "sources".
+    """
+    removed: list[str] = []
+    lines = []
+    for line in content.split("\n"):
+        kept = []
+        for sentence in _SENTENCE_END.split(line):
+            if REMOVED_CITATION in sentence and not UUID_PATTERN.search(sentence):
+                removed.append(sentence.strip())
+            else:
+                kept.append(sentence)
+        lines.append(" ".join(kept))
+    return "\n".join(lines).strip(), removed
