@@ -17,9 +17,10 @@ logger = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, **details):
+    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **details):
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
+        self.headers = headers or {}  # e.g. Retry-After on a 503
 
 
 def error_response(status: int, code: str, message: str, **details):
@@ -30,7 +31,9 @@ def error_response(status: int, code: str, message: str, **details):
 def register(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError):
-        return error_response(error.status, error.code, error.message, **error.details)
+        response, status = error_response(error.status, error.code, error.message, **error.details)
+        response.headers.update(error.headers)
+        return response, status
 
     @app.errorhandler(FactValidationError)
     def _bad_fact(error: FactValidationError):

@@ -13,9 +13,11 @@ documents get their position as id. Without top_k/top_n every document is return
 relevance 0.2 ("below_min_relevance:0.2"); it is empty for other strategies. Strict (the default) fails fast:
 an unusable model answer (a ranking that would need a repair included) or a failed model request is
 a 502, a document longer than RERANKER_MAX_DOCUMENT_CHARS or a prompt larger than the model's context
-a 413, the deadline (RERANKER_DEADLINE_S) a 504. With "strict": false long documents are cut inside
-the prompt, rankings repaired and failed units keep their incoming order (counted in "stats"). The
-judge is the process-wide one the graph reranker uses, so RERANKER_MAX_PARALLEL bounds both together.
+a 413, the deadline (RERANKER_DEADLINE_S) a 504. While the model's circuit breaker is open (shared with
+graph search; RERANKER_BREAKER_*) the answer is a 503 with Retry-After and no model request is sent.
+With "strict": false long documents are cut inside the prompt, rankings repaired and failed units keep
+their incoming order (counted in "stats"). The judge is the process-wide one the graph reranker uses,
+so RERANKER_MAX_PARALLEL bounds both together.
 
 With RERANKER_PROVIDER=rerank_api the documents go to the dedicated reranker (one request, more if
 batches are capped), the process-wide client graph search uses. Such a model scores each document on
@@ -28,6 +30,7 @@ with a "reason"; "calls" counts HTTP requests and "stats.fallbacks" the unscored
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -35,10 +38,11 @@ from typing import Any, TypeVar
 from flask import Blueprint
 
 from app.api.errors import ApiError
-from app.api.validation import app_config, choice_field, int_field, json_object, text_field
+from app.api.validation import app_config, choice_field, int_field, json_object, refuse_invalid_text, text_field
 from app.config import RERANKER_STRATEGIES, Config
 from app.graph.runtime import run_on_loop, shared_embedder
-from app.rerank.factory import shared_judge, shared_rerank_api
+from app.rerank.circuit_breaker import CircuitBreaker
+from app.rerank.factory import shared_breaker, shared_judge, shared_rerank_api
 from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.strategy_run import RerankOutcome, rerank
 from app.rerank.types import (
@@ -99,7 +103,7 @@ def _rerank(config: Config, query: str, documents: list[Document], name: str, to
     return _within_deadline(config, lambda: rerank(
         query, documents, provider=shared_judge(config), strategy=strategy, top_k=top_k, strict=strict,
         context_tokens=config.reranker_context_tokens,
-    ))
+    ), model_answered=lambda outcome: True)  # a call where nothing worked raises
 
 
 def _rerank_with_api(config: Config, query: str, documents: list[Document], strategy: str, top_k: int,
@@ -111,7 +115,8 @@ def _rerank_with_api(config: Config, query: str, documents: list[Document], stra
     reranker = shared_rerank_api(config)
     started = time.perf_counter()
     ranking = _within_deadline(
-        config, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict))
+        config, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict),
+        model_answered=lambda ranking: ranking.scored > 0 or not ranking.errors)
     results = [RerankResult(documents[position], rank, position, score, reason=why)
                for rank, (position, score, why) in enumerate(ranking.order[:top_k], start=1)]
     scores = [score for _, score, why in ranking.order if why is None]
@@ -130,20 +135,47 @@ def _rerank_with_api(config: Config, query: str, documents: list[Document], stra
     }
 
 
-def _within_deadline(config: Config, start: Callable[[], Awaitable[T]]) -> T:
-    """Run a rerank coroutine on the graph loop within RERANKER_DEADLINE_S; typed errors -> ApiError."""
+def _within_deadline(config: Config, start: Callable[[], Awaitable[T]], *,
+                     model_answered: Callable[[T], bool]) -> T:
+    """Run a rerank coroutine on the graph loop within RERANKER_DEADLINE_S; typed errors -> ApiError.
+
+    The model's circuit breaker (shared with graph search) is consulted first: while it is open
+    the answer is a 503 with Retry-After, no model request is sent and no timeout is waited out.
+    Failures that are the model's (failed requests, unusable answers, the deadline) count towards
+    opening it; a call the model answered closes it."""
+    breaker = shared_breaker(config)
+    if not breaker.allow():
+        raise _breaker_open(breaker)
 
     async def run() -> T:
         async with asyncio.timeout(config.reranker_deadline_s):
             return await start()
 
     try:
-        return run_on_loop(run(), timeout=config.reranker_deadline_s + 5)
+        result = run_on_loop(run(), timeout=config.reranker_deadline_s + 5)
     except TimeoutError:
+        breaker.record_failure()
         raise ApiError(504, "rerank_timeout", f"reranking did not finish within {config.reranker_deadline_s:g}s "
                        "(RERANKER_DEADLINE_S)") from None
     except Exception as error:
+        if isinstance(error, (RerankProviderError, RerankParseError)):
+            breaker.record_failure()
         raise _as_api_error(error) from None
+    if model_answered(result):
+        breaker.record_success()
+    else:
+        breaker.record_failure()
+    return result
+
+
+def _breaker_open(breaker: CircuitBreaker) -> ApiError:
+    retry_after_s = max(1, math.ceil(breaker.retry_in_s()))
+    return ApiError(
+        503, "reranker_unavailable",
+        f"the reranking model keeps failing (circuit breaker open after {breaker.threshold} failed calls in a "
+        f"row, here or in graph search); it is not called for {retry_after_s}s more",
+        headers={"Retry-After": str(retry_after_s)}, retry_after_s=retry_after_s,
+    )
 
 
 def _as_api_error(error: Exception) -> Exception:
@@ -173,6 +205,7 @@ def _documents(value: Any) -> list[Document]:
             value = documents_from_jsonl(value)
         except InvalidRerankInputError as error:
             raise ApiError(400, "invalid_jsonl", f"'documents' as JSONL: {error}") from None
+        refuse_invalid_text(value, "documents")  # JSONL escapes decode only now
     if not isinstance(value, list) or not value:
         raise ApiError(400, "invalid_type", "'documents' must be a non-empty list of strings or {id, text} objects")
     if len(value) > MAX_DOCUMENTS:

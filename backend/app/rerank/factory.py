@@ -13,6 +13,10 @@ strategy's cache and counters never leak into another's.
 RERANKER_PROVIDER=rerank_api (a dedicated reranker behind POST {base}/rerank) is built the same way:
 one process-wide `RerankApiReranker` per settings (`shared_rerank_api`), which graph search and
 /api/rerank share, so its request bound, cache, counters and breaker cover both.
+
+The circuit breaker belongs to the model, not to one caller: `shared_breaker(config)` is the one
+graph search's reranker uses (the shared judge's, or the shared rerank_api client's), and /api/rerank
+consults and feeds the same one, so a model that keeps failing is skipped by both.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.config import RERANKER_PROVIDERS, Config
+from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.judge import LLMJudge
 from app.rerank.ollama_reranker import OllamaReranker
 from app.rerank.passthrough import PassthroughReranker
@@ -33,6 +38,7 @@ from app.rerank.strategies.registry import strategy_from_config
 _lock = threading.Lock()
 _shared: tuple[tuple, LLMJudge] | None = None
 _shared_api: tuple[tuple, RerankApiReranker] | None = None
+_shared_breaker: tuple[tuple, CircuitBreaker] | None = None
 
 
 def _judge_settings(config: Config) -> dict[str, Any]:
@@ -63,6 +69,19 @@ def shared_judge(config: Config) -> LLMJudge:
         if _shared is None or _shared[0] != key:
             _shared = (key, build_judge(config))
         return _shared[1]
+
+
+def shared_breaker(config: Config) -> CircuitBreaker:
+    """The process-wide circuit breaker of the configured reranking model (see the module docstring)."""
+    global _shared_breaker
+    if config.reranker_provider == "rerank_api":
+        return shared_rerank_api(config).breaker
+    key = (*_judge_settings(config).values(), config.reranker_breaker_threshold, config.reranker_breaker_cooldown_s)
+    with _lock:
+        if _shared_breaker is None or _shared_breaker[0] != key:
+            _shared_breaker = (key, CircuitBreaker(config.reranker_breaker_threshold,
+                                                   config.reranker_breaker_cooldown_s))
+        return _shared_breaker[1]
 
 
 def _rerank_api_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -113,7 +132,7 @@ def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: A
         return PassthroughReranker()
     if provider == "rerank_api":
         return shared_rerank_api(config)
-    return OllamaReranker(
+    reranker = OllamaReranker(
         judge or shared_judge(config),
         strategy=strategy_from_config(config, embedder=embedder),
         deadline_s=config.reranker_deadline_s,
@@ -121,3 +140,6 @@ def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: A
         breaker_threshold=config.reranker_breaker_threshold,
         breaker_cooldown_s=config.reranker_breaker_cooldown_s,
     )
+    if judge is None:  # on the shared judge, the model's breaker is shared too (/api/rerank reads it)
+        reranker.breaker = shared_breaker(config)
+    return reranker
