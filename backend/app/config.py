@@ -162,6 +162,11 @@ class Config:
     # Report agent
     report_agent_max_tool_calls: int = 6
 
+    # Background tasks (GET /api/tasks/<id>): a finished task is forgotten after TASK_TTL_S, and
+    # at most TASK_MAX_KEPT finished tasks are kept (the oldest go first); running ones always stay.
+    task_ttl_s: float = 3600.0
+    task_max_kept: int = 1000
+
     log_level: str = "INFO"
 
     @classmethod
@@ -242,4 +247,6 @@ class Config:
             report_agent_max_tool_calls=_int(
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),
+            task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 0),
+            task_max_kept=_int("TASK_MAX_KEPT", cls.task_max_kept, 1),
         )

@@ -1,16 +1,48 @@
-"""Background tasks with progress, for work that outlives a request (ingestion, reports)."""
+"""Background tasks with progress, for work that outlives a request (ingestion, reports).
+
+Tasks live in this process's memory only. A finished task is kept for `ttl_s` (TASK_TTL_S) and at
+most `max_kept` (TASK_MAX_KEPT) finished ones are kept, the oldest forgotten first; a running task
+is never forgotten. Work whose result must survive a restart stores it itself (reports: ReportStore)
+and records `PROCESS_OWNER`, so a reader can tell work that died with its process (`owner_alive`).
+"""
 
 from __future__ import annotations
 
 import copy
 import logging
+import os
+import secrets
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_TTL_S = 3600.0
+DEFAULT_MAX_KEPT = 1000
+# This process, as work it started records it: the pid, and a token because a restarted
+# container often gets the same pid again.
+PROCESS_OWNER = f"{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def owner_alive(owner: object) -> bool:
+    """Whether the process that recorded `owner` (a PROCESS_OWNER value) is still running."""
+    if owner == PROCESS_OWNER:
+        return True
+    pid_text = owner.partition(":")[0] if isinstance(owner, str) else ""
+    if not pid_text.isascii() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False  # unknown, or our pid with another token: that process is gone
+    try:
+        os.kill(int(pid_text), 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
 
 
 @dataclass
@@ -44,14 +76,27 @@ _INTERNAL_FIELDS = ("finished", "exception")
 
 
 class TaskRegistry:
-    def __init__(self) -> None:
+    def __init__(self, *, ttl_s: float = DEFAULT_TTL_S, max_kept: int = DEFAULT_MAX_KEPT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._tasks: dict[str, Task] = {}
+        self._finished: OrderedDict[str, float] = OrderedDict()  # task id -> when it ended, oldest first
         self._lock = threading.Lock()
+        self._clock = clock
+        self.configure(ttl_s=ttl_s, max_kept=max_kept)
+
+    def configure(self, *, ttl_s: float, max_kept: int) -> None:
+        """Set how long (seconds) and how many finished tasks are kept (TASK_TTL_S, TASK_MAX_KEPT)."""
+        if ttl_s < 0 or max_kept < 1:
+            raise ValueError("ttl_s must be >= 0 and max_kept >= 1")
+        with self._lock:
+            self.ttl_s, self.max_kept = float(ttl_s), int(max_kept)
+            self._evict()
 
     def start(self, kind: str, work: Callable[[Task], dict | None]) -> Task:
         """Run `work(task)` in a daemon thread; it updates task.progress as it goes."""
         task = Task(task_id=f"t_{uuid.uuid4().hex[:16]}", kind=kind)
         with self._lock:
+            self._evict()
             self._tasks[task.task_id] = task
         threading.Thread(target=self._run, args=(task, work), name=f"task-{task.task_id}", daemon=True).start()
         return task
@@ -67,11 +112,29 @@ class TaskRegistry:
             task.exception = error
             task.state = "failed"
         task.finished_at = datetime.now(timezone.utc).isoformat()
+        with self._lock:
+            self._finished[task.task_id] = self._clock()
+            self._evict()
         task.finished.set()
 
     def get(self, task_id: str) -> Task | None:
         with self._lock:
+            self._evict()
             return self._tasks.get(task_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._tasks)
+
+    def _evict(self) -> None:
+        """Forget finished tasks older than ttl_s, then the oldest beyond max_kept (lock held)."""
+        expired_before = self._clock() - self.ttl_s
+        while self._finished:
+            task_id, ended = next(iter(self._finished.items()))
+            if ended > expired_before and len(self._finished) <= self.max_kept:
+                break
+            del self._finished[task_id]
+            self._tasks.pop(task_id, None)
 
 
 tasks = TaskRegistry()

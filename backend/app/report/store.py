@@ -2,8 +2,9 @@
 file per section, report.md and steps.jsonl (one line per agent step).
 
 Report ids are generated here and validated before they become paths, so an id from a request
-can never leave the reports folder. Whole files are replaced atomically; the step log is only
-appended to, and a reader skips a last line still being written.
+can never leave the reports folder. Whole files are replaced atomically (a failed write leaves no
+temporary file); the step log is only appended to, and a reader skips a last line still being written.
+A report stored as queued or running whose writing process is gone reads as "interrupted".
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from app.tasks import owner_alive
+
 REPORT_ID_PATTERN = re.compile(r"^r_[0-9a-f]{16}$")
 _lock = threading.Lock()  # meta.json is read-modify-written by the agent and the API
+ACTIVE_STATUSES = ("queued", "running")
+INTERRUPTED = "interrupted"  # was active when the process writing it stopped (a restart, a crash)
 
 
 class UnknownReportError(LookupError):
@@ -41,8 +46,12 @@ def now_iso() -> str:
 
 def _write_atomic(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:  # text that cannot be encoded, a full disk: no half-written file stays behind
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 class ReportStore:
@@ -92,7 +101,7 @@ class ReportStore:
         folder = self.folder(report_id)
         if not (folder / "meta.json").is_file():
             raise UnknownReportError(f"report {report_id!r} does not exist")
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        meta = _current(json.loads((folder / "meta.json").read_text(encoding="utf-8")))
         report = folder / "report.md"
         sections = [
             {**entry, "markdown": _read_text(folder / entry["file"])}
@@ -112,6 +121,14 @@ class ReportStore:
             except ValueError:  # the line being written right now
                 continue
         return steps
+
+
+def _current(meta: dict[str, Any]) -> dict[str, Any]:
+    """The stored meta, with an active status its writer can no longer change said as it is."""
+    if meta.get("status") in ACTIVE_STATUSES and not owner_alive(meta.get("owner")):
+        return {**meta, "status": INTERRUPTED, "error": f"the app stopped while the report was {meta['status']}; "
+                "what was written so far is kept, start a new report for the rest"}
+    return meta
 
 
 def _read_text(path: Path) -> str | None:
