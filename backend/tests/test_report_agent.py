@@ -128,6 +128,9 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     for step in (s for s in steps if s["kind"] == "tool"):
         assert step["duration_ms"] >= 0 and step["result_chars"] > 0 and step["facts"] > 0
         assert step["arguments"]["max_chars"] == 3000 and isinstance(step["truncated"], bool)
+        search = step["search"]  # reranker off: every fact keeps its first-stage place
+        assert search["reranked"] is False and search["facts"] and search["moved_up"] == search["moved_down"] == []
+        assert all(f["moved"] == 0 for f in search["facts"]) and search["summary"].endswith("(not reranked)")
     assert steps[1]["arguments"]["query"] == "who runs the water utility" and steps[1]["section"] == 1
     assert steps[5]["arguments"]["limit"] == steps[6]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
     assert "unknown tool 'summon_oracle'" in steps[2]["error"]
@@ -304,3 +307,49 @@ def test_a_model_that_only_searches_is_steered_and_never_searches_twice(agent_ba
     assert "An algae bloom closed the North Reservoir" in from_memory
     searches = [s["arguments"]["query"] for s in steps if s["kind"] == "tool" and s["tool"] == "search_graph"]
     assert len(searches) == len({query.casefold() for query in searches})  # no search ran twice
+
+
+ALGAE_FACT = "An algae bloom closed the North Reservoir for three weeks in August 2024"
+MOVED_QUERY = "who operates the North Reservoir drinking water"
+
+
+def one_search_then_write(messages, body):
+    kind = purpose(messages)
+    if kind == "outline":
+        return as_json({"title": "Water", "sections": [{"title": "The town's water", "goal": "water supply"}]})
+    if kind == "section" and not any(m["role"] == "assistant" for m in messages):
+        return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": MOVED_QUERY, "limit": 3}})
+    return as_json({"action": "write", "content": "Written."})
+
+
+def test_the_step_log_shows_what_the_reranker_moved(backend, scripted_llm):
+    # The judge likes only the algae fact, which the first stage does not rank first for this query.
+    scripted_llm.responder = judge_or_chat(lambda query, passage: 1.0 if "algae" in passage.lower() else 0.0,
+                                           one_search_then_write)
+    chat_settings = {"LLM_BASE_URL": scripted_llm.base_url, "LLM_MODEL_NAME": "writer", "LLM_TIMEOUT_S": 10}
+    app, _ = backend(RERANKER_PROVIDER="none", **chat_settings)
+    gid = unique_graph_id("moved")
+    graph = GraphitiAdapter(app.config["APP_CONFIG"]).graph
+    graph.create(gid)
+    graph.import_facts(gid, REPORT_FACTS)
+    first_stage = [hit.fact for hit in graph.search(gid, MOVED_QUERY, limit=6).edges]  # RERANKER_CANDIDATES=2 x 3
+    assert ALGAE_FACT in first_stage and first_stage.index(ALGAE_FACT) > 0
+    app, _ = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_MODEL="judge",
+                     RERANKER_SCORE_MODE="logprobs", RERANKER_CANDIDATES=2, **chat_settings)
+    config = app.config["APP_CONFIG"]
+    report_id, task = start_report(config, gid, "How is the town's water supplied?", max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    step = next(s for s in ReportStore(config.data_dir).read(report_id)["log"] if s["kind"] == "tool")
+    search = step["search"]
+    assert search["reranked"] is True and len(search["facts"]) == 3
+    for entry in search["facts"]:
+        assert entry["moved"] == entry["first_stage_rank"] - entry["rank"] and entry["shown"] is True
+        assert entry["first_stage_rank"] == first_stage.index(
+            next(fact for fact in first_stage if fact.startswith(entry["fact"]))) + 1
+    algae = next(entry for entry in search["facts"] if entry["fact"] == ALGAE_FACT)
+    assert algae["moved"] > 0 and search["moved_up"][0] == algae["uuid"]
+    assert search["moved_up"] == [e["uuid"] for e in search["facts"] if e["moved"] > 0]
+    assert search["moved_down"] == [e["uuid"] for e in search["facts"] if e["moved"] < 0]
+    present = {entry["first_stage_rank"] for entry in search["facts"]}
+    assert search["pushed_out_first_stage_ranks"] == [rank for rank in (1, 2, 3) if rank not in present]
+    assert search["summary"].startswith("3 facts reranked: ") and "moved up" in search["summary"]

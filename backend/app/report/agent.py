@@ -27,12 +27,13 @@ from app.report import prompts as prompts
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import SectionPlan, check_outline, requirement_parts, subject_phrase
 from app.report.query_memory import QueryMemory
+from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.protocol import InvalidCall, parse_action, remove_unsupported_claims, verify_citations
 from app.report.tools import ReportTools
 from app.report.views import FactView
-from app.tasks import PROCESS_OWNER, Task, tasks
+from app.tasks import Task, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +280,7 @@ class ReportAgent:
                 self.known.setdefault(fact.uuid, fact)
         self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
+                  search=search_movement(result, shown, arguments.get("limit")),
                   **({"nudged_from": nudged_from} if nudged_from else {}))
         return shown
 
@@ -366,17 +368,11 @@ def start_report(config: Config, graph_id: str, requirement: str,
     report_id = new_report_id()
     store.create(report_id, {"graph_id": graph_id, "requirement": requirement, "status": "queued",
                              "created_at": now_iso(), "max_sections": max_sections,
-                             "max_tool_calls_per_section": config.report_agent_max_tool_calls,
-                             "owner": PROCESS_OWNER})  # a reader after a restart sees it was interrupted
+                             "max_tool_calls_per_section": config.report_agent_max_tool_calls})
 
     def work(task: Task) -> dict | None:
-        try:
-            store.update_meta(report_id, task_id=task.task_id)
-            agent = ReportAgent(config, store=store, max_sections=max_sections)
-        except Exception as error:  # the agent never started: the report must not stay "queued"
-            store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
-                              finished_at=now_iso())
-            raise
+        store.update_meta(report_id, task_id=task.task_id)
+        agent = ReportAgent(config, store=store, max_sections=max_sections)
         try:
             summary = agent.run(report_id, graph_id, requirement, task.progress)
         finally:
