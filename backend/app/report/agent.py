@@ -33,7 +33,7 @@ from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool
 from app.report.protocol import InvalidCall, parse_action, remove_unsupported_claims, verify_citations
 from app.report.tools import ReportTools
 from app.report.views import FactView
-from app.tasks import Task, tasks
+from app.tasks import PROCESS_OWNER, Task, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -368,11 +368,17 @@ def start_report(config: Config, graph_id: str, requirement: str,
     report_id = new_report_id()
     store.create(report_id, {"graph_id": graph_id, "requirement": requirement, "status": "queued",
                              "created_at": now_iso(), "max_sections": max_sections,
-                             "max_tool_calls_per_section": config.report_agent_max_tool_calls})
+                             "max_tool_calls_per_section": config.report_agent_max_tool_calls,
+                             "owner": PROCESS_OWNER})  # a reader after a restart sees it was interrupted
 
     def work(task: Task) -> dict | None:
-        store.update_meta(report_id, task_id=task.task_id)
-        agent = ReportAgent(config, store=store, max_sections=max_sections)
+        try:
+            store.update_meta(report_id, task_id=task.task_id)
+            agent = ReportAgent(config, store=store, max_sections=max_sections)
+        except Exception as error:  # the agent never started: the report must not stay "queued"
+            store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
+                              finished_at=now_iso())
+            raise
         try:
             summary = agent.run(report_id, graph_id, requirement, task.progress)
         finally:
