@@ -25,6 +25,8 @@ RERANKER_API_STYLES = ("auto", "cohere", "tei")
 RERANKER_SCORE_MODES = ("auto", "logprobs", "json", "graded")
 RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
 MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
+# How graph search combines the judge's evidence with the first stage's order (app/rerank/fusion.py).
+RERANKER_FUSIONS = ("none", "rrf", "linear")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
@@ -127,6 +129,8 @@ class Config:
     reranker_max_parallel: int = 4
     reranker_timeout_s: float = 30.0
     reranker_deadline_s: float = 120.0
+    reranker_fusion: str = "none"
+    reranker_fusion_weight: float = 0.5  # the judge's share in rrf and linear fusion (the first stage gets the rest)
     reranker_cache_size: int = 4096
     reranker_candidates: int = 2
     reranker_max_tokens: int = 16
@@ -206,6 +210,8 @@ class Config:
             reranker_max_parallel=_int("RERANKER_MAX_PARALLEL", cls.reranker_max_parallel, 1),
             reranker_timeout_s=_float("RERANKER_TIMEOUT_S", cls.reranker_timeout_s, 0.01),
             reranker_deadline_s=_float("RERANKER_DEADLINE_S", cls.reranker_deadline_s, 0.01),
+            reranker_fusion=_choice("RERANKER_FUSION", cls.reranker_fusion, RERANKER_FUSIONS),
+            reranker_fusion_weight=_float("RERANKER_FUSION_WEIGHT", cls.reranker_fusion_weight, 0, 1),
             reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),
             reranker_candidates=_int("RERANKER_CANDIDATES", cls.reranker_candidates, 1),
             reranker_max_tokens=_int("RERANKER_MAX_TOKENS", cls.reranker_max_tokens, 1),

@@ -1,4 +1,4 @@
-"""Graph search: hybrid RRF candidates from Graphiti, then the injected reranker, then typed hits.
+"""Graph search: hybrid RRF candidates from Graphiti, then the injected reranker, fusion, typed hits.
 
 Why not `Graphiti.search()`: it uses EDGE_HYBRID_SEARCH_RRF and never calls the cross encoder.
 Why not Graphiti's *_CROSS_ENCODER recipes: they judge nodes on their name alone, map reranked
@@ -6,6 +6,11 @@ passages back by exact fact text (two edges with one fact collapse into one) and
 scored below `reranker_min_score`. Here the first stage is Graphiti's RRF search (recipes copied,
 never mutated) and the reranking is ours, with the same reranker instance Graphiti holds, mapped
 back by position so nothing is lost or duplicated.
+
+The final order fuses the judge's evidence with the first stage's (RERANKER_FUSION, see
+app/rerank/fusion.py): each hit answers its fused `score`, its `first_stage_rank`/`first_stage_score`
+and the judge's `rerank_score` (null when it was not judged); the answer says how many of the
+candidates were judged.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,8 +30,11 @@ from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF, N
 from graphiti_core.search.search_config import SearchResults
 from graphiti_core.search.search_filters import SearchFilters
 
+from app.config import Config
 from app.graph import shared_fulltext
+from app.rerank.fusion import Fused, fuse
 from app.rerank.guarded import RANK_FELL_BACK
+from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
 
 SCOPES = ("edges", "nodes", "both")
 
@@ -74,6 +81,17 @@ class NodeHit:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RerankTrace:
+    """One list's first-stage candidates and the judge's judgement of them, for benchmarks (which
+    replay fusions from it offline); not part of the API answer."""
+
+    passages: list[str]
+    first_scores: list[float]
+    metadata: list[dict[str, Any]]
+    judgement: Judgement
+
+
 @dataclass
 class SearchOutcome:
     edges: list[EdgeHit] = field(default_factory=list)
@@ -81,12 +99,19 @@ class SearchOutcome:
     reranked: bool = False
     error: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    judged: int = 0  # candidates the model judged (cached scores included)...
+    candidates: int = 0  # ...of the first-stage candidates handed to the reranker
+    fusion: str | None = None  # RERANKER_FUSION, when the model ordered anything
+    trace: dict[str, RerankTrace] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         return {
             "edges": [hit.to_dict() for hit in self.edges],
             "nodes": [hit.to_dict() for hit in self.nodes],
             "reranked": self.reranked,
+            "judged": self.judged,
+            "candidates": self.candidates,
+            "fusion": self.fusion,
             "error": self.error,
             "timings_ms": self.timings_ms,
         }
@@ -125,28 +150,28 @@ def node_passage(node: EntityNode) -> str:
 async def rerank_positions(
     reranker: CrossEncoderClient, query: str, passages: list[str]
 ) -> list[tuple[int, float]]:
-    """Rerank passages; return (candidate position, score), best first, each position once.
-
-    The reranker answers with passage text. Texts are mapped back to positions in first-stage
-    order, so duplicate texts keep both candidates. A position the reranker left out (it should
-    never) is appended in first-stage order rather than lost.
-    """
+    """Rerank passages; return (candidate position, score), best first, each position once
+    (texts map back to positions in first-stage order, so duplicate texts keep both candidates)."""
     if not passages:
         return []
-    ranked = await reranker.rank(query, passages)
-    positions: dict[str, deque[int]] = defaultdict(deque)
-    for index, passage in enumerate(passages):
-        positions[passage].append(index)
-    ordered: list[tuple[int, float]] = []
-    for passage, score in ranked:
-        if positions.get(passage):
-            ordered.append((positions[passage].popleft(), float(score)))
-    missing = sorted(index for queue in positions.values() for index in queue)
-    if missing:
-        logger.warning("Reranker returned %d of %d passages; appending the rest", len(ordered), len(passages))
-        floor = min((score for _, score in ordered), default=0.0)
-        ordered.extend((index, floor) for index in missing)
-    return ordered
+    return ranked_positions(passages, await reranker.rank(query, passages))
+
+
+async def judge_candidates(reranker: CrossEncoderClient, query: str, passages: list[str]) -> Judgement:
+    """The reranker's judgement of the candidates. Ours (GuardedReranker) say what they judged and
+    how; any other cross encoder's order is taken as a judgement of every candidate, by rank."""
+    judge_positions = getattr(reranker, "judge_positions", None)
+    if callable(judge_positions):
+        return await judge_positions(query, passages)
+    fell_back = RANK_FELL_BACK.set(False)
+    try:
+        ranked = await reranker.rank(query, passages)
+        if RANK_FELL_BACK.get():
+            return fallback_judgement(len(passages))
+    finally:
+        RANK_FELL_BACK.reset(fell_back)
+    evidence = dict(ranked_positions(passages, ranked))
+    return Judgement(len(passages), evidence, dict.fromkeys(evidence, 0.0), by_score=False)
 
 
 def _first_stage_config(scope: str, n_candidates: int):
@@ -179,22 +204,21 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
     return {key: value for key, value in attributes.items() if not key.endswith("_embedding")}
 
 
-async def _order(reranker, enabled: bool, query: str, passages: list[str], first_scores: list[float]):
-    """(positions with scores best first, whether the model made this order)."""
-    first_stage = [(index, float(score)) for index, score in enumerate(first_scores)]
-    if not enabled:
-        return first_stage, False
-    fell_back = RANK_FELL_BACK.set(False)
-    try:
-        ordered = await rerank_positions(reranker, query, passages)
-        if RANK_FELL_BACK.get():  # the reranker already logged why; answer exactly as with it off
-            return first_stage, False
-        return ordered, bool(passages)
-    except Exception as error:  # the reranker should never raise; a search must still answer
-        logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
-        return first_stage, False
-    finally:
-        RANK_FELL_BACK.reset(fell_back)
+async def _order(reranker, enabled: bool, config: Config, query: str, passages: list[str],
+                 metadata: list[dict[str, Any]], first_scores: list[float]) -> tuple[list[Fused], RerankTrace]:
+    """The fused order of one candidate list, and what it was made from."""
+    judgement = Judgement(len(passages))
+    if enabled and passages:
+        try:
+            judgement = await judge_candidates(reranker, query, passages)
+        except Exception as error:  # the reranker should never raise; a search must still answer
+            logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
+            judgement = fallback_judgement(len(passages))
+    # A call that judged nothing (it failed, and said why) answers exactly as with the reranker off.
+    evidence = judgement.evidence if judgement.reranked else {}
+    fused = fuse(first_scores, evidence, method=config.reranker_fusion, weight=config.reranker_fusion_weight,
+                 by_score=judgement.by_score)
+    return fused, RerankTrace(passages, first_scores, metadata, judgement)
 
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
@@ -219,56 +243,63 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     first = _best_of(first, n_candidates)
     first_stage_ms = (time.perf_counter() - started) * 1000
 
-    edge_passages = [edge.fact for edge in first.edges]
-    node_passages = [node_passage(node) for node in first.nodes]
-    (edge_order, edges_reranked), (node_order, nodes_reranked), names = await asyncio.gather(
-        _order(runtime.reranker, enabled, query, edge_passages, first.edge_reranker_scores),
-        _order(runtime.reranker, enabled, query, node_passages, first.node_reranker_scores),
+    config = runtime.config
+    edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
+    node_scores = _scores(first.node_reranker_scores, len(first.nodes))
+    (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
+        _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
+               [_edge_metadata(edge) for edge in first.edges], edge_scores),
+        _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
+               [{} for _ in first.nodes], node_scores),
         _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),
     )
     rerank_ms = (time.perf_counter() - started) * 1000 - first_stage_ms
-    # "reranked" means the model made the order of every list that had candidates.
-    reranked = enabled and (edges_reranked or not edge_passages) and (nodes_reranked or not node_passages)
+    judgements = [trace.judgement for trace in (edge_trace, node_trace) if trace.judgement.candidates]
+    # "reranked" means the model ordered (some of) every list that had candidates.
+    reranked = enabled and all(judgement.reranked for judgement in judgements)
 
-    edges = [
-        _edge_hit(first.edges[index], score, rank, index, first.edge_reranker_scores, names, edges_reranked)
-        for rank, (index, score) in enumerate(edge_order[:limit], start=1)
-    ]
+    edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names)
+             for rank, hit in enumerate(edge_order[:limit], start=1)]
     nodes = [
         NodeHit(
-            uuid=first.nodes[index].uuid,
-            name=first.nodes[index].name,
-            summary=first.nodes[index].summary,
-            labels=[label for label in first.nodes[index].labels if label != "Entity"],
-            score=score,
+            uuid=first.nodes[hit.position].uuid,
+            name=first.nodes[hit.position].name,
+            summary=first.nodes[hit.position].summary,
+            labels=[label for label in first.nodes[hit.position].labels if label != "Entity"],
+            score=hit.score,
             rank=rank,
-            first_stage_rank=index + 1,
-            first_stage_score=_at(first.node_reranker_scores, index),
-            rerank_score=score if nodes_reranked else None,
+            first_stage_rank=hit.position + 1,
+            first_stage_score=node_scores[hit.position],
+            rerank_score=hit.judge_score,
         )
-        for rank, (index, score) in enumerate(node_order[:limit], start=1)
+        for rank, hit in enumerate(node_order[:limit], start=1)
     ]
     return SearchOutcome(
         edges=edges,
         nodes=nodes,
         reranked=reranked,
         timings_ms={"first_stage": round(first_stage_ms, 1), "rerank": round(rerank_ms, 1)},
+        judged=sum(judgement.judged for judgement in judgements if judgement.reranked),
+        candidates=len(first.edges) + len(first.nodes),
+        fusion=config.reranker_fusion if reranked and judgements else None,
+        trace={"edges": edge_trace, "nodes": node_trace},
     )
 
 
-def _at(scores: list[float], index: int) -> float:
-    return float(scores[index]) if index < len(scores) else 0.0
+def _scores(scores: list[float], count: int) -> list[float]:
+    """The first stage's score of each of `count` candidates (0.0 where Graphiti gave none)."""
+    return [float(scores[index]) if index < len(scores) else 0.0 for index in range(count)]
 
 
-def _edge_hit(edge: EntityEdge, score, rank, index, first_scores, names, reranked) -> EdgeHit:
+def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float], names) -> EdgeHit:
     return EdgeHit(
         uuid=edge.uuid,
         fact=edge.fact,
-        score=score,
+        score=hit.score,
         rank=rank,
-        first_stage_rank=index + 1,
-        first_stage_score=_at(first_scores, index),
-        rerank_score=score if reranked else None,
+        first_stage_rank=hit.position + 1,
+        first_stage_score=first_scores[hit.position],
+        rerank_score=hit.judge_score,
         relation=edge.name,
         source=names.get(edge.source_node_uuid),
         target=names.get(edge.target_node_uuid),

@@ -1,7 +1,10 @@
 """The one wrapper every cross-encoder client of ours runs in: deadline, circuit breaker, fallback.
 
-A subclass says how to rank (`_rank`) and, optionally, when no model is needed (`_needs_model`).
-The wrapper guarantees what graph search relies on:
+A subclass says how to rank (`_rank`) and, optionally, when no model is needed (`_needs_model`)
+and whether its scores are relevance (`scores_are_relevance`) or only encode an order. Graph search
+calls `judge_positions`, which answers with a `Judgement` (app/rerank/judgement.py: what was judged,
+by score or by rank) for fusion with the first stage; `rank` is the same call as Graphiti's
+cross-encoder interface wants it. The wrapper guarantees what graph search relies on:
 
 - `rank` never raises (only cancellation propagates) and returns every incoming passage exactly
   once, byte for byte, with a score > 0: Graphiti drops results below `reranker_min_score` (0);
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from abc import abstractmethod
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -23,6 +27,8 @@ from typing import Any, Protocol
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.rerank.circuit_breaker import CircuitBreaker
+from app.rerank.fusion import fuse
+from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
 from app.rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
 
 # Set when a rank call in the current task fell back to the incoming order. The cross-encoder
@@ -76,11 +82,26 @@ class GuardedReranker(CrossEncoderClient):
     def _needs_model(self, query: str, passages: list[str]) -> bool:
         return True
 
+    @property
+    def scores_are_relevance(self) -> bool:
+        """True when `_rank`'s scores are relevance judgements, False when they only encode its order."""
+        return True
+
     async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        passages = list(passages)
+        judgement = await self.judge_positions(query, passages)
+        if judgement.fell_back:
+            RANK_FELL_BACK.set(True)
+        first_stage = [score for _, score in incoming_order(passages)]
+        return [(passages[hit.position], hit.score) for hit in fuse(first_stage, judgement.evidence, method="none")]
+
+    async def judge_positions(self, query: str, passages: list[str]) -> Judgement:
+        """One guarded rank call: what the judge made of each position of `passages`. Never raises."""
         self.counters.add("calls")
         passages = list(passages)
         if not passages:
-            return []
+            return Judgement(0)
+        started = time.perf_counter()
         try:
             needs_model = self._needs_model(query, passages)
             if needs_model and not self.breaker.allow():
@@ -93,23 +114,25 @@ class GuardedReranker(CrossEncoderClient):
             return self._call_failed(passages, _error_class(exc), _detail(exc), exc)
         if needs_model:
             self.breaker.record_success()
-        return ranked
+        evidence = dict(ranked_positions(passages, ranked))
+        elapsed = round(time.perf_counter() - started, 4)
+        return Judgement(len(passages), evidence, dict.fromkeys(evidence, elapsed), self.scores_are_relevance)
 
     def guard_stats(self) -> dict[str, Any]:
         return {"deadline_s": self.deadline_s, "breaker": self.breaker.snapshot()}
 
-    def _breaker_open(self, passages: list[str]) -> list[tuple[str, float]]:
+    def _breaker_open(self, passages: list[str]) -> Judgement:
         self.counters.add("breaker_skips")
         self.logger.warning(
             "Reranker circuit breaker is open for %s: model skipped for %.1fs more; "
             "%d passages keep their incoming order",
             self.describe(), self.breaker.retry_in_s(), len(passages),
         )
-        return fallback_order(passages)
+        return fallback_judgement(len(passages))
 
     def _call_failed(
         self, passages: list[str], error_class: str, detail: str, exc: BaseException | None = None
-    ) -> list[tuple[str, float]]:
+    ) -> Judgement:
         """The one WARNING of a failed call, breaker bookkeeping, and the incoming-order fallback."""
         self.counters.add("fallbacks")
         # A failed model request or an unusable answer was already counted where it happened.
@@ -122,7 +145,7 @@ class GuardedReranker(CrossEncoderClient):
             f"; circuit breaker open for {self.breaker.cooldown_s:g}s" if opened else "",
             exc_info=exc if _is_bug(exc) else None,
         )
-        return fallback_order(passages)
+        return fallback_judgement(len(passages))
 
 
 def _error_class(exc: Exception) -> str:

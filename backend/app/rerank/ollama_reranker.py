@@ -59,6 +59,11 @@ class OllamaReranker(GuardedReranker):
     def describe(self) -> str:
         return f"{strategy_name(self.strategy)} with model {self.judge.model!r}"
 
+    @property
+    def scores_are_relevance(self) -> bool:
+        """Pointwise scores are the judge's relevance; the other strategies' only encode their order."""
+        return bool(getattr(self.strategy, "scores_are_relevance", False))
+
     def stats(self) -> dict[str, Any]:
         with self._counts_lock:
             counts = dict(self._strategy_counts)
@@ -91,7 +96,7 @@ class OllamaReranker(GuardedReranker):
         order = [rankable[result.original_index] for result in results]
         placed = set(order)
         unjudged = [index for index in range(len(passages)) if index not in placed]
-        if getattr(self.strategy, "scores_are_relevance", False):
+        if self.scores_are_relevance:
             scores = _relevance_scores(results) + _below(len(unjudged), results)
         else:
             scores = [rank_score(rank, len(passages)) for rank in range(1, len(passages) + 1)]
@@ -102,7 +107,7 @@ class OllamaReranker(GuardedReranker):
             self._strategy_counts.update(
                 unit_fallbacks=stats["fallbacks"], repairs=stats["repairs"], ties=stats["ties"]
             )
-        if getattr(self.strategy, "scores_are_relevance", False):
+        if self.scores_are_relevance:
             self.judge.counters.add("passage_failures", stats["fallbacks"])
 
 

@@ -1,0 +1,185 @@
+"""Fusion of the judge's evidence with the first stage (app/rerank/fusion.py), on hand-made lists whose
+answers are worked out by hand in the comments; then through graph search, where the hits must be
+what the same arithmetic gives on the search's own candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.graph.runtime import GraphitiAdapter
+from app.rerank.fusion import RRF_K, fuse
+from tests.conftest import unique_graph_id
+from tests.support.facts import WATER_FACTS
+from tests.support.scripted_llm import judge
+
+FIRST = [0.9, 0.8, 0.7]  # first-stage scores: position 0 is the first stage's best
+
+
+def order(fused):
+    return [hit.position for hit in fused]
+
+
+def scores(fused):
+    return [hit.score for hit in fused]
+
+
+def test_none_is_the_judges_order_with_its_scores():
+    # Judge: 0 -> 0.1, 1 -> 0.5, 2 -> 0.9. Its order is 2, 1, 0 and the scores are its own.
+    fused = fuse(FIRST, {0: 0.1, 1: 0.5, 2: 0.9}, method="none")
+    assert order(fused) == [2, 1, 0]
+    assert scores(fused) == [0.9, 0.5, 0.1]
+    assert [hit.judge_score for hit in fused] == [0.9, 0.5, 0.1]
+
+
+def test_rrf_of_two_opposite_orders_keeps_the_ends_and_sinks_the_middle():
+    # Judge ranks: 2 -> 1, 1 -> 2, 0 -> 3. First-stage ranks: 0 -> 1, 1 -> 2, 2 -> 3. Weight 0.5:
+    #   0: 0.5/(60+3) + 0.5/(60+1) = 0.0079365 + 0.0081967 = 0.0161332
+    #   1: 0.5/(60+2) + 0.5/(60+2) = 1/62                   = 0.0161290
+    #   2: 0.5/(60+1) + 0.5/(60+3) = the same as 0          = 0.0161332
+    # 0 and 2 tie; ties break by first-stage position, so 0 comes first.
+    fused = fuse(FIRST, {0: 0.1, 1: 0.5, 2: 0.9}, method="rrf", weight=0.5)
+    assert RRF_K == 60
+    assert order(fused) == [0, 2, 1]
+    assert scores(fused) == pytest.approx([0.5 / 63 + 0.5 / 61, 0.5 / 61 + 0.5 / 63, 1 / 62])
+    assert scores(fused)[0] == pytest.approx(0.0161332, abs=1e-7) and scores(fused)[2] == pytest.approx(0.0161290, abs=1e-7)
+
+
+def test_rrf_weight_leans_towards_the_judge():
+    # Weight 0.8, same lists:
+    #   0: 0.8/63 + 0.2/61 = 0.0126984 + 0.0032787 = 0.0159771
+    #   1: 0.8/62 + 0.2/62 = 1/62                  = 0.0161290
+    #   2: 0.8/61 + 0.2/63 = 0.0131148 + 0.0031746 = 0.0162894
+    fused = fuse(FIRST, {0: 0.1, 1: 0.5, 2: 0.9}, method="rrf", weight=0.8)
+    assert order(fused) == [2, 1, 0]
+    assert scores(fused) == pytest.approx([0.0162894, 0.0161290, 0.0159771], abs=1e-7)
+    # The two ends of the weight: 0 is the first stage alone, 1 the judge alone.
+    assert order(fuse(FIRST, {0: 0.1, 1: 0.5, 2: 0.9}, method="rrf", weight=0.0)) == [0, 1, 2]
+    assert order(fuse(FIRST, {0: 0.1, 1: 0.5, 2: 0.9}, method="rrf", weight=1.0)) == [2, 1, 0]
+
+
+def test_linear_mixes_min_max_normalised_scores():
+    # First stage [1.0, 0.6, 0.2] -> normalised 1, 0.5, 0. Judge {0: 0.1, 1: 0.9, 2: 0.5} -> 0, 1, 0.5.
+    # Weight 0.5:  0: 0.5*0 + 0.5*1 = 0.5;  1: 0.5*1 + 0.5*0.5 = 0.75;  2: 0.5*0.5 + 0.5*0 = 0.25.
+    fused = fuse([1.0, 0.6, 0.2], {0: 0.1, 1: 0.9, 2: 0.5}, method="linear", weight=0.5)
+    assert order(fused) == [1, 0, 2]
+    assert scores(fused) == pytest.approx([0.75, 0.5, 0.25])
+    assert [hit.judge_score for hit in fused] == [0.9, 0.1, 0.5]
+
+
+def test_linear_reads_a_rank_strategy_by_rank_not_by_its_score_gaps():
+    # First stage [1.0, 0.9, 0.0] -> 1, 0.9, 0. Judge {0: 0.0, 1: 0.1, 2: 1.0}, weight 0.6.
+    # By score: judge normalised 0, 0.1, 1:
+    #   0: 0.6*0 + 0.4*1 = 0.4;  1: 0.6*0.1 + 0.4*0.9 = 0.42;  2: 0.6*1 + 0.4*0 = 0.6   -> 2, 1, 0
+    # By rank: judge ranks 2 -> 1, 1 -> 2, 0 -> 3, as values 1, 0.5, 0:
+    #   0: 0.6*0 + 0.4*1 = 0.4;  1: 0.6*0.5 + 0.4*0.9 = 0.66; 2: 0.6*1 + 0.4*0 = 0.6   -> 1, 2, 0
+    first, evidence = [1.0, 0.9, 0.0], {0: 0.0, 1: 0.1, 2: 1.0}
+    by_score = fuse(first, evidence, method="linear", weight=0.6, by_score=True)
+    by_rank = fuse(first, evidence, method="linear", weight=0.6, by_score=False)
+    assert order(by_score) == [2, 1, 0] and scores(by_score) == pytest.approx([0.6, 0.42, 0.4])
+    assert order(by_rank) == [1, 2, 0] and scores(by_rank) == pytest.approx([0.66, 0.6, 0.4])
+
+
+def test_a_judge_that_cannot_tell_apart_leaves_linear_to_the_first_stage():
+    # Every judge score 0.7: normalised, all 0; the first stage alone decides (0.5 * 1, 0.5 * 0.5, 0).
+    fused = fuse([1.0, 0.6, 0.2], {0: 0.7, 1: 0.7, 2: 0.7}, method="linear", weight=0.5)
+    assert order(fused) == [0, 1, 2] and scores(fused) == pytest.approx([0.5, 0.25, 0.0])
+
+
+def test_unjudged_candidates_keep_their_first_stage_place():
+    # Five candidates; the judge finished 0, 1 and 3 (3 from the cache); 2 and 4 are unjudged.
+    # The judged hold places 0, 1, 3 and take them in the judge's order 1 (0.9), 3 (0.6), 0 (0.2);
+    # 2 and 4 stay at places 2 and 4 and carry the score of the hit above them.
+    fused = fuse([0.9, 0.8, 0.7, 0.6, 0.5], {0: 0.2, 1: 0.9, 3: 0.6}, method="none")
+    assert order(fused) == [1, 3, 2, 0, 4]
+    assert scores(fused) == [0.9, 0.6, 0.6, 0.2, 0.2]
+    assert [hit.judge_score for hit in fused] == [0.9, 0.6, None, 0.2, None]
+
+
+def test_an_unjudged_candidate_at_the_top_carries_the_best_fused_score():
+    # Judged: 2 -> 0.5, 3 -> 0.7. Places 2, 3 get 3 then 2; places 0 and 1 keep 0 and 1 at 0.7.
+    fused = fuse([0.9, 0.8, 0.7, 0.6], {2: 0.5, 3: 0.7}, method="none")
+    assert order(fused) == [0, 1, 3, 2] and scores(fused) == [0.7, 0.7, 0.7, 0.5]
+
+
+def test_rrf_over_a_partial_judgement_uses_first_stage_ranks_of_the_whole_list():
+    # Four candidates, 0 and 1 judged: 0 -> 0.2, 1 -> 0.8 (judge ranks 1 -> 1, 0 -> 2). Weight 0.5:
+    #   0: 0.5/(60+2) + 0.5/(60+1) = 0.0080645 + 0.0081967 = 0.0162612
+    #   1: 0.5/(60+1) + 0.5/(60+2) = the same                = 0.0162612   -> tie, 0 first
+    # Places 2 and 3 keep candidates 2 and 3.
+    fused = fuse([0.9, 0.8, 0.7, 0.6], {0: 0.2, 1: 0.8}, method="rrf", weight=0.5)
+    assert order(fused) == [0, 1, 2, 3]
+    assert scores(fused)[0] == pytest.approx(0.0162612, abs=1e-7) and scores(fused)[1] == scores(fused)[0]
+
+
+def test_no_evidence_is_the_first_stage_with_its_scores():
+    assert [(hit.position, hit.score, hit.judge_score) for hit in fuse(FIRST, {}, method="rrf")] == [
+        (0, 0.9, None), (1, 0.8, None), (2, 0.7, None)]
+    assert fuse([], {}, method="linear") == []
+
+
+@pytest.mark.parametrize("method, weight", [("borda", 0.5), ("rrf", 1.5), ("linear", -0.1)])
+def test_bad_settings_are_refused(method, weight):
+    with pytest.raises(ValueError):
+        fuse(FIRST, {0: 1.0}, method=method, weight=weight)
+
+
+def test_every_position_comes_back_once_and_scores_never_rise():
+    first = [1 / (index + 1) for index in range(12)]
+    evidence = {index: ((index * 7) % 5) / 5 for index in (0, 2, 3, 5, 8, 11)}
+    for method in ("none", "rrf", "linear"):
+        for by_score in (True, False):
+            fused = fuse(first, evidence, method=method, weight=0.3, by_score=by_score)
+            assert sorted(order(fused)) == list(range(12))
+            assert scores(fused) == sorted(scores(fused), reverse=True)
+            unjudged = [place for place, hit in enumerate(fused) if hit.judge_score is None]
+            assert unjudged == [1, 4, 6, 7, 9, 10] == [fused[place].position for place in unjudged]
+
+
+# -- through graph search ------------------------------------------------------------------------
+
+QUERY = "harbor water utility reservoir town"
+
+
+@pytest.fixture
+def water_graph(client):
+    gid = unique_graph_id()
+    GraphitiAdapter().graph.create(gid)
+    GraphitiAdapter().graph.import_facts(gid, WATER_FACTS)
+    return gid
+
+
+@pytest.mark.parametrize("method", ["rrf", "linear"])
+def test_graph_search_answers_the_fused_order_of_its_own_candidates(backend, scripted_llm, water_graph, method):
+    # A judge with distinct scores that disagrees with the first stage: alphabetical order.
+    alphabetical = sorted(fact["fact"] for fact in WATER_FACTS)
+    scripted_llm.responder = judge(lambda query, passage: 0.9 - 0.1 * alphabetical.index(passage))
+    app, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                          RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
+                          RERANKER_FUSION=method, RERANKER_FUSION_WEIGHT=0.7)
+    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=4)
+    trace = outcome.trace["edges"]
+
+    assert len(trace.passages) == 8 and outcome.reranked and outcome.fusion == method
+    assert (outcome.judged, outcome.candidates) == (8, 8)
+    # The judge's evidence is its own score of each candidate, in the search's first-stage order.
+    assert trace.judgement.evidence == pytest.approx(
+        {position: 0.9 - 0.1 * alphabetical.index(text) for position, text in enumerate(trace.passages)})
+    expected = fuse(trace.first_scores, trace.judgement.evidence, method=method, weight=0.7, by_score=True)
+    assert [(hit.fact, hit.score, hit.first_stage_rank, hit.rerank_score) for hit in outcome.edges] == [
+        (trace.passages[hit.position], hit.score, hit.position + 1, hit.judge_score) for hit in expected[:4]]
+    assert [hit.first_stage_score for hit in outcome.edges] == [trace.first_scores[hit.position] for hit in expected[:4]]
+    if method == "rrf":  # by hand for the top hit: 0.7/(60 + judge rank) + 0.3/(60 + first-stage rank)
+        top = outcome.edges[0]
+        judge_rank = alphabetical.index(top.fact) + 1
+        assert top.score == pytest.approx(0.7 / (60 + judge_rank) + 0.3 / (60 + top.first_stage_rank))
+
+    body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
+    assert (body["judged"], body["candidates"], body["fusion"], body["reranked"]) == (8, 8, method, True)
+    assert "trace" not in body
+
+
+def test_with_the_reranker_off_nothing_is_judged(backend, water_graph):
+    _, client = backend(RERANKER_PROVIDER="none")
+    body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
+    assert (body["judged"], body["candidates"], body["fusion"], body["reranked"]) == (0, 4, None, False)
+    assert all(edge["rerank_score"] is None and edge["score"] == edge["first_stage_score"] for edge in body["edges"])
