@@ -16,7 +16,7 @@ from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.runner import RerankBenchArgs, run_rerank_bench
 from app.config import Config
 from tests.support.scripted_llm import delay, garbage, judge, unused_base_url
-from tests.support.scripted_rankers import ranking_llm
+from tests.support.scripted_rankers import listwise_reply, ranking_llm
 
 GRADE_SCORE = {"grade3": 0.9, "grade2": 0.6, "grade1": 0.3, "grade0": 0.05}
 QUERIES = {"q1": "first topic", "q2": "second topic", "q3": "third topic"}
@@ -124,6 +124,17 @@ def test_one_failed_window_is_a_unit_fallback_and_one_invalid_output(dataset, tm
     assert row["unit_fallbacks"] == 1 and row["fallbacks"] == 0
     assert row["invalid_output_rate"] == round(1 / row["calls"], 4)
     assert " unit fallbacks |" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_repaired_rankings_and_ties_are_counted(dataset, tmp_path, scripted_llm):
+    """A listwise answer naming one index is usable but repaired: the row says how much was repaired."""
+    scripted_llm.responder = ranking_llm(relevance, listwise=lambda prompt: listwise_reply([0]))
+    results = run_rerank_bench(bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "listwise"),
+                               echo=lambda _: None)
+    row = results["strategies"]["listwise:logprobs"]
+    assert row["invalid_output_rate"] == 0 and row["unit_fallbacks"] == 0
+    assert row["repairs_per_query"] == round(sum(len(items) - 1 for items in CANDIDATES.values()) / 3, 2)
+    assert " repairs/q |" in (tmp_path / "out" / "results.md").read_text()
 
 
 def test_cost_per_query_comes_from_token_prices_and_embedding_calls_are_counted_apart(dataset, tmp_path,

@@ -20,6 +20,7 @@ COLUMNS = (
     ("invalid", "invalid_output_rate", "{:.1%}"),
     ("fallbacks", "fallbacks", "{}"),
     ("unit fallbacks", "unit_fallbacks", "{}"),
+    ("repairs/q", "repairs_per_query", "{:.1f}"),
     ("cache hits", "cache_hits", "{}"),
     ("queries", "queries", "{}"),
 )

@@ -123,7 +123,11 @@ class BenchReranker:
         return [position for position, _ in await rerank_positions(self.client, query, passages)]
 
     def counters(self) -> dict[str, Any]:
-        return self.judge.counters.snapshot() if self.judge is not None else {}
+        """The judge's counters plus the strategy's repairs and pairwise ties (OllamaReranker.stats)."""
+        if self.judge is None:
+            return {}
+        strategy = self.client.stats().get("strategy_counters", {})
+        return {**self.judge.counters.snapshot(), "repairs": strategy.get("repairs", 0), "ties": strategy.get("ties", 0)}
 
     async def aclose(self) -> None:
         close = getattr(self.client, "aclose", None)

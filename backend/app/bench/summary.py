@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
 
-# Judge counter deltas each record carries (names of app.rerank.judge counters).
+# Counter deltas each record carries: app.rerank.judge counters, plus the strategy's repairs and ties.
 COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
-                  "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips", "embedding_calls")
+                  "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips", "embedding_calls",
+                  "repairs", "ties")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ def summarize(records: list[dict], qrels: Mapping, rel_level: int,
         invalid_output_rate=round(_total(records, "invalid_outputs") / calls, 4) if calls else 0.0,
         fallbacks=int(_total(records, "fallbacks")),
         unit_fallbacks=int(_total(records, "unit_fallbacks")),
+        repairs_per_query=round(_total(records, "repairs") / count, 2) if count else 0.0,
+        ties=int(_total(records, "ties")),
         passage_failures=int(_total(records, "passage_failures")),
         cache_hits=int(_total(records, "cache_hits")),
         breaker_skips=int(_total(records, "breaker_skips")),
