@@ -35,6 +35,7 @@ from tests.support.scripted_llm import (
 MODEL = "judge-model"
 API_KEY = "sk-test-SECRET-4f1c9a"
 QUERY = "Where does the Eiffel Tower stand?"
+LOAD_MARGIN_S = 5.0  # scheduling and HTTP on a busy 2-core machine, beyond a deadline a check is about
 
 
 RERANKER_OPTIONS = ("deadline_s", "breaker_threshold", "breaker_cooldown_s", "strategy", "context_tokens")
@@ -64,7 +65,9 @@ def scored_by(table: dict[str, float]):
 
 
 def warnings_in(caplog) -> list[logging.LogRecord]:
-    return [record for record in caplog.records if record.levelno >= logging.WARNING]
+    """The app's own warnings: what another library or an earlier test's leftovers log is not the
+    reranker's doing (the graph loop's background tasks are owned since #13; see test_loop_tasks.py)."""
+    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith("app.")]
 
 
 def assert_incoming_order(result, passages):
@@ -213,11 +216,11 @@ def test_a_failing_passage_alone_is_demoted(scripted_llm, caplog, fault):
 
 
 def test_a_passage_timing_out_is_demoted_within_its_timeout(scripted_llm, caplog):
-    scripted_llm.responder = judge(lambda query, passage: delay(3, 0.99) if passage == "slow" else 0.5)
-    reranker = make_reranker(scripted_llm.base_url, timeout_s=0.3, deadline_s=5)
+    scripted_llm.responder = judge(lambda query, passage: delay(60, 0.99) if passage == "slow" else 0.5)
+    reranker = make_reranker(scripted_llm.base_url, timeout_s=0.3, deadline_s=30)
     started = time.monotonic()
     result = rank(reranker, ["slow", "fast one", "fast two"])
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 0.3 + LOAD_MARGIN_S  # the passage's timeout, not the server's 60 s
     assert [passage for passage, _ in result] == ["fast one", "fast two", "slow"]
     assert reranker.stats()["errors"] == {"TimeoutError": 1} and not warnings_in(caplog)
 
@@ -238,7 +241,7 @@ def test_whole_call_failure_keeps_incoming_order_with_one_warning(case, caplog):
         result = rank(reranker, PASSAGES)
         elapsed = time.monotonic() - started
     assert_incoming_order(result, PASSAGES)
-    assert elapsed < 3 + 1
+    assert elapsed < 3 + LOAD_MARGIN_S  # the deadline bounds the call
     (warning,) = warnings_in(caplog)
     expected_class = {"connection_refused": "APIConnectionError", "model_not_found": "NotFoundError"}
     assert MODEL in warning.getMessage()
@@ -253,7 +256,7 @@ def test_hanging_server_cannot_hold_the_call_past_its_deadline(scripted_llm, cap
     reranker = make_reranker(scripted_llm.base_url, timeout_s=30, deadline_s=0.5)
     started = time.monotonic()
     result = rank(reranker, PASSAGES)
-    assert time.monotonic() - started < 0.5 + 1.0
+    assert time.monotonic() - started < 0.5 + LOAD_MARGIN_S  # not the 30 s timeout
     assert_incoming_order(result, PASSAGES)
     (warning,) = warnings_in(caplog)
     assert "RankDeadlineExceeded" in warning.getMessage()
@@ -326,7 +329,9 @@ def test_failures_are_not_cached(scripted_llm):
 
 def test_breaker_opens_skips_the_model_and_closes_after_recovery(scripted_llm, caplog):
     scripted_llm.responder = always(server_error())
-    reranker = make_reranker(scripted_llm.base_url, breaker_threshold=2, breaker_cooldown_s=0.4)
+    # Long enough that the open breaker is still open when checked on a busy machine; the test
+    # then waits for the cooldown to be over (observed), not for a guessed time.
+    reranker = make_reranker(scripted_llm.base_url, breaker_threshold=2, breaker_cooldown_s=3.0)
     for _ in range(2):
         assert_incoming_order(rank(reranker, PASSAGES[:3]), PASSAGES[:3])
     assert reranker.stats()["breaker"]["state"] == "open"
@@ -341,7 +346,10 @@ def test_breaker_opens_skips_the_model_and_closes_after_recovery(scripted_llm, c
     assert reranker.stats()["breaker_skips"] == 1
 
     scripted_llm.responder = judge(lambda query, passage: 0.1 if passage == "passage 3" else 0.7)
-    time.sleep(0.45)
+    deadline = time.monotonic() + 60
+    while reranker.breaker.retry_in_s() > 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     result = rank(reranker, PASSAGES[3:6])
     assert [passage for passage, _ in result] == ["passage 4", "passage 5", "passage 3"]
     assert reranker.stats()["breaker"]["state"] == "closed"

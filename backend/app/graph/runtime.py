@@ -63,10 +63,48 @@ def _get_loop() -> asyncio.AbstractEventLoop:
         with _loop_lock:
             if _loop is None:
                 loop = asyncio.new_event_loop()
+                loop.set_task_factory(_task_with_owned_index_build)
                 thread = threading.Thread(target=loop.run_forever, name="graphiti-loop", daemon=True)
                 thread.start()
                 _loop = loop
     return _loop
+
+
+_INDEX_BUILD = "build_indices_and_constraints"
+
+
+def _task_with_owned_index_build(loop: asyncio.AbstractEventLoop, coro, **options) -> asyncio.Task:
+    """Every FalkorDriver clone (ours, and the one Graphiti makes per add_episode call) starts its
+    index build as a task nobody awaits. Its outcome is collected here, so a build that fails
+    because the database stopped is logged once, now, instead of as "Task exception was never
+    retrieved" whenever the garbage collector gets to it (in the middle of some later request)."""
+    task = asyncio.Task(coro, loop=loop, **options)
+    if getattr(coro, "__name__", "") == _INDEX_BUILD:
+        task.add_done_callback(_log_index_build_outcome)
+    return task
+
+
+def _log_index_build_outcome(task: asyncio.Task) -> None:
+    if task.cancelled() or task.exception() is None:
+        return
+    # The indices exist from the graph's first clone on; a clone's rebuild failing only matters
+    # if the database is gone, which the next query reports.
+    logger.info("Background index build of a graph driver failed: %s: %s",
+                type(task.exception()).__name__, task.exception())
+
+
+async def _cancel_index_builds() -> None:
+    """Cancel and await every index build still running on the loop, whoever's clone started it."""
+    builds = [task for task in asyncio.all_tasks()
+              if not task.done() and getattr(task.get_coro(), "__name__", "") == _INDEX_BUILD]
+    for task in builds:
+        task.cancel()
+    await asyncio.gather(*builds, return_exceptions=True)
+
+
+async def _close(graphiti: Graphiti) -> None:
+    await _cancel_index_builds()  # clones build their indices in background tasks: none may outlive the server
+    await graphiti.close()
 
 
 def run_on_loop(coro: Coroutine[Any, Any, T], timeout: float | None = 120.0) -> T:
@@ -328,13 +366,8 @@ def reset_graphiti() -> None:
         runtime, _graphiti = _graphiti, None
     if runtime is None:
         return
-    for driver in runtime.graph_drivers.values():
-        # Clones build their indices in a background task; do not let it outlive the server.
-        task = getattr(driver, "_init_task", None)
-        if task is not None and not task.done():
-            _get_loop().call_soon_threadsafe(task.cancel)
     try:
-        run_on_loop(runtime.graphiti.close(), timeout=10)
+        run_on_loop(_close(runtime.graphiti), timeout=20)
     except Exception as error:  # closing must never stop a shutdown
         logger.debug("Graphiti close failed: %s", error)
     if runtime.embedded_db is not None:
