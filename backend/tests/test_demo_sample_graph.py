@@ -73,7 +73,7 @@ def test_sample_graph_imports_cleanly_through_the_api(client, facts):
     response = client.post(f"/api/graph/{gid}/facts", data=upload, content_type="multipart/form-data")
     assert response.status_code == 201, response.get_json()
     entities = {name for fact in facts for name in (fact.source, fact.target)}
-    assert response.get_json() == {"imported": len(facts), "entities": len(entities),
+    assert response.get_json() == {"imported": len(facts), "skipped_duplicates": 0, "entities": len(entities),
                                    "entities_created": len(entities)}
     stats = client.get(f"/api/graph/{gid}/stats").get_json()
     assert (stats["nodes"], stats["edges"]) == (len(entities), len(facts))

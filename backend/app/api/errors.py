@@ -8,8 +8,8 @@ from flask import Flask, jsonify
 from neo4j.exceptions import ServiceUnavailable, SessionExpired
 from werkzeug.exceptions import HTTPException
 
-from app.graph.fact_import import FactValidationError, ImportFailedError
-from app.graph.store import UnknownGraphError, UnknownNodeError
+from app.graph.fact_import import FactValidationError, GraphChangedError, ImportFailedError
+from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
 from app.graph.runtime import GraphTimeoutError
 from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError
 
@@ -46,6 +46,14 @@ def register(app: Flask) -> None:
     @app.errorhandler(UnknownNodeError)
     def _unknown_node(error: UnknownNodeError):
         return error_response(404, "node_not_found", str(error))
+
+    @app.errorhandler(GraphExistsError)
+    def _graph_exists(error: GraphExistsError):
+        return error_response(409, "graph_exists", str(error))
+
+    @app.errorhandler(GraphChangedError)
+    def _graph_changed(error: GraphChangedError):
+        return error_response(409, "graph_changed", str(error), stored=0)
 
     @app.errorhandler(ImportFailedError)
     def _import_failed(error: ImportFailedError):

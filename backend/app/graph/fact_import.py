@@ -3,11 +3,16 @@
 `add_triplet` is not LLM-free (it may call the LLM for timestamps and dedupe), so the import
 builds EntityNode/EntityEdge objects itself and bulk-writes them. All input is validated
 before anything is written; if the write fails part way, what this import wrote is deleted
-again, so a failed import leaves the graph as it was.
+again, so a failed import leaves the graph as it was. A pending-import marker, written before
+the first write, lets a crash part way be undone too (import_journal.py).
+
+An import is idempotent per (source, relation, target, fact): a fact already stored, or given
+twice, is stored once and counted in `skipped_duplicates`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -19,13 +24,15 @@ from graphiti_core.edges import EntityEdge
 from graphiti_core.nodes import EntityNode
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
-from app.graph.store import cypher_rows, require_graph
+from app.graph import import_journal
+from app.graph.store import UnknownGraphError, cypher_rows, graph_incarnation
 
 logger = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = {"source": 256, "target": 256, "relation": 128, "fact": 4000,
                   "source_summary": 2000, "target_summary": 2000}
 MAX_LABELS = 8
+EMBED_CHUNK = 256  # texts per embedder call: a large import is many calls, each of a few seconds at most
 _LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _METADATA_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _RESERVED_KEYS = {"uuid", "name", "fact", "group_id", "episodes", "created_at", "expired_at", "valid_at",
@@ -41,7 +48,15 @@ class FactValidationError(ValueError):
 
 
 class ImportFailedError(RuntimeError):
-    pass
+    """The database failed during the import; nothing of it stays stored (503 import_failed)."""
+
+
+class GraphChangedError(RuntimeError):
+    """The graph was deleted (and maybe re-created) while the import was embedding (409)."""
+
+    def __init__(self, graph_id: str):
+        super().__init__(f"graph {graph_id!r} was deleted while the import ran; nothing was stored")
+        self.graph_id = graph_id
 
 
 @dataclass
@@ -187,17 +202,42 @@ def _new_entities(facts: list[FactInput], graph_id: str, existing: dict[str, str
     return created
 
 
-async def import_facts(runtime, graph_id: str, facts: list[FactInput]) -> dict:
-    """Write facts to one graph; answer {'imported', 'entities', 'entities_created'}."""
-    await require_graph(runtime, graph_id)
-    driver = runtime.driver_for(graph_id)
-    embedder = runtime.graphiti.embedder
-    now = datetime.now(timezone.utc)
-    names = list(dict.fromkeys(name for fact in facts for name in (fact.source, fact.target)))
-    existing = await _existing_entities(driver, graph_id, names)
-    created = _new_entities(facts, graph_id, existing, now)
-    uuid_of = {**existing, **{name: node.uuid for name, node in created.items()}}
-    edges = [
+async def _stored_fact_keys(driver, graph_id: str, facts: list[FactInput], existing: dict[str, str]) -> set[tuple]:
+    """Keys of the given facts already stored: only a fact between two existing entities can be."""
+    keys = [{"source": f.source, "target": f.target, "relation": _relation_name(f.relation), "fact": f.fact}
+            for f in facts if f.source in existing and f.target in existing]
+    if not keys:
+        return set()
+    rows = await cypher_rows(
+        driver,
+        "UNWIND $keys AS k MATCH (s:Entity {name: k.source})-[e:RELATES_TO]->(t:Entity {name: k.target}) "
+        "WHERE s.group_id = $graph_id AND e.name = k.relation AND e.fact = k.fact "
+        "RETURN DISTINCT k.source AS source, k.relation AS relation, k.target AS target, k.fact AS fact",
+        graph_id=graph_id, keys=keys,
+    )
+    return {(row["source"], row["relation"], row["target"], row["fact"]) for row in rows}
+
+
+def fact_key(fact: FactInput) -> tuple[str, str, str, str]:
+    """What makes two facts the same fact: an import stores each key once per graph."""
+    return fact.source, _relation_name(fact.relation), fact.target, fact.fact
+
+
+def _distinct(facts: list[FactInput]) -> list[FactInput]:
+    """The first fact of each key, in input order."""
+    return list({fact_key(fact): fact for fact in reversed(facts)}.values())[::-1]
+
+
+async def _embed_missing(embedder, texts: list[str], vectors: dict[str, list[float]]) -> None:
+    """Embed the texts `vectors` lacks, in chunks, so that one large import is many short calls."""
+    missing = list(dict.fromkeys(text for text in texts if text not in vectors))
+    for start in range(0, len(missing), EMBED_CHUNK):
+        chunk = missing[start:start + EMBED_CHUNK]
+        vectors.update(zip(chunk, await embedder.create_batch([text.replace("\n", " ") for text in chunk])))
+
+
+def _edges(facts: list[FactInput], graph_id: str, uuid_of: dict[str, str], now) -> list[EntityEdge]:
+    return [
         EntityEdge(
             group_id=graph_id,
             source_node_uuid=uuid_of[fact.source],
@@ -213,21 +253,110 @@ async def import_facts(runtime, graph_id: str, facts: list[FactInput]) -> dict:
         )
         for fact in facts
     ]
-    # One batch per kind: far faster than Graphiti's one-embedding-per-object path.
-    nodes = list(created.values())
-    for node, vector in zip(nodes, await embedder.create_batch([n.name.replace("\n", " ") for n in nodes])):
-        node.name_embedding = vector
-    for edge, vector in zip(edges, await embedder.create_batch([e.fact.replace("\n", " ") for e in edges])):
-        edge.fact_embedding = vector
+
+
+async def import_facts(runtime, graph_id: str, facts: list[FactInput]) -> dict:
+    """Write facts to one graph; answer {'imported', 'skipped_duplicates', 'entities', 'entities_created'}.
+
+    The slow part, embedding, runs first and outside the graph's lock; reading what is stored and
+    writing run under it, so concurrent imports share entities and facts, and a delete of the graph
+    either waits for the writes or makes this import fail with GraphChangedError, storing nothing.
+    Any failure of the database answers ImportFailedError, with nothing left stored."""
     try:
-        await add_nodes_and_edges_bulk(driver, [], [], nodes, edges, embedder)
-    except Exception as error:
-        await _undo(driver, [n.uuid for n in nodes], [e.uuid for e in edges])
-        logger.error("Import into %s failed (%s); nothing was kept", graph_id, type(error).__name__)
-        raise ImportFailedError(f"import failed and was rolled back: {type(error).__name__}") from error
-    return {"imported": len(edges), "entities": len(names), "entities_created": len(nodes)}
+        return await _import(runtime, graph_id, facts)
+    except (UnknownGraphError, GraphChangedError, ImportFailedError, asyncio.CancelledError):
+        raise
+    except Exception as error:  # the database is down or failed before the first write
+        logger.error("Import into %s failed before writing (%s)", graph_id, type(error).__name__)
+        raise ImportFailedError(f"import failed, nothing was stored: {type(error).__name__}") from error
 
 
-async def _undo(driver, node_uuids: list[str], edge_uuids: list[str]) -> None:
-    await cypher_rows(driver, "MATCH ()-[e:RELATES_TO]->() WHERE e.uuid IN $uuids DELETE e", uuids=edge_uuids)
-    await cypher_rows(driver, "MATCH (n:Entity) WHERE n.uuid IN $uuids DETACH DELETE n", uuids=node_uuids)
+async def _import(runtime, graph_id: str, facts: list[FactInput]) -> dict:
+    incarnation = await graph_incarnation(runtime, graph_id)
+    driver = runtime.driver_for(graph_id)
+    embedder = runtime.graphiti.embedder
+    distinct = _distinct(facts)
+    names = list(dict.fromkeys(name for fact in distinct for name in (fact.source, fact.target)))
+    # Outside the lock, a guess of what is stored saves embedding it; it is read again below.
+    guess = await _existing_entities(driver, graph_id, names)
+    known = await _stored_fact_keys(driver, graph_id, distinct, guess)
+    vectors: dict[str, list[float]] = {}
+    await _embed_missing(embedder, [n for n in names if n not in guess], vectors)
+    await _embed_missing(embedder, [f.fact for f in distinct if fact_key(f) not in known], vectors)
+
+    async with runtime.graph_lock(graph_id):
+        if await _incarnation_now(runtime, graph_id) != incarnation:
+            raise GraphChangedError(graph_id)
+        await import_journal.recover_graph(runtime, graph_id)  # leftovers of a crashed import first
+        driver = runtime.driver_for(graph_id)
+        now = datetime.now(timezone.utc)
+        existing = await _existing_entities(driver, graph_id, names)
+        stored = await _stored_fact_keys(driver, graph_id, distinct, existing)
+        new_facts = [fact for fact in distinct if fact_key(fact) not in stored]
+        created = _new_entities(new_facts, graph_id, existing, now)
+        edges = _edges(new_facts, graph_id, {**existing, **{n: node.uuid for n, node in created.items()}}, now)
+        nodes = list(created.values())
+        await _embed_missing(embedder, [n.name for n in nodes] + [e.fact for e in edges], vectors)
+        for node in nodes:
+            node.name_embedding = vectors[node.name]
+        for edge in edges:
+            edge.fact_embedding = vectors[edge.fact]
+        await _write(runtime, graph_id, nodes, edges)
+    return {"imported": len(edges), "skipped_duplicates": len(facts) - len(edges),
+            "entities": len(names), "entities_created": len(nodes)}
+
+
+async def _incarnation_now(runtime, graph_id: str) -> str | None:
+    try:
+        return await graph_incarnation(runtime, graph_id)
+    except UnknownGraphError:
+        return None
+
+
+async def _write(runtime, graph_id: str, nodes: list[EntityNode], edges: list[EntityEdge]) -> None:
+    """Write under a pending-import marker; verify; on any failure undo, or leave the marker for
+    recovery when the database cannot be reached to undo."""
+    if not edges:
+        return
+    pending = await import_journal.begin(runtime, graph_id, [n.uuid for n in nodes], [e.uuid for e in edges])
+    try:
+        driver = runtime.driver_for(graph_id)
+        await add_nodes_and_edges_bulk(driver, [], [], nodes, edges, runtime.graphiti.embedder)
+        await _verify_stored(driver, edges)
+        await import_journal.finish(runtime, pending)
+    except BaseException as error:  # also a cancelled import (its deadline passed): nothing half-written stays
+        undone = await _roll_back(runtime, pending, error)
+        if not isinstance(error, Exception):
+            raise
+        reason = str(error) if isinstance(error, ImportFailedError) else type(error).__name__
+        if undone:
+            raise ImportFailedError(f"import failed and was rolled back: {reason}") from error
+        raise ImportFailedError(f"import failed ({reason}); what it wrote is removed as soon as the "
+                                "database answers again") from error
+
+
+async def _verify_stored(driver, edges: list[EntityEdge]) -> None:
+    """'imported: N' is said only for N edges the database holds (each with both its entities)."""
+    rows = await cypher_rows(
+        driver,
+        "UNWIND $uuids AS u MATCH (:Entity)-[e:RELATES_TO {uuid: u}]->(:Entity) RETURN count(e) AS n",
+        uuids=[edge.uuid for edge in edges],
+    )
+    stored = int(rows[0]["n"]) if rows else 0
+    if stored != len(edges):
+        raise ImportFailedError(f"only {stored} of {len(edges)} facts were stored")
+
+
+async def _roll_back(runtime, pending, error: BaseException) -> bool:
+    """Undo the import now if the database lets us; answers whether it did."""
+    try:
+        await import_journal.undo(runtime, pending)
+        await import_journal.finish(runtime, pending)
+    except Exception as undo_error:  # the database is gone: recovery undoes it when it is back
+        runtime.recovery_due = True
+        logger.error("Import into %s failed (%s) and could not be undone now (%s); it will be undone "
+                     "when the database answers again", pending.graph_id, type(error).__name__,
+                     type(undo_error).__name__)
+        return False
+    logger.error("Import into %s failed (%s); nothing was kept", pending.graph_id, type(error).__name__)
+    return True

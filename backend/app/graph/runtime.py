@@ -28,7 +28,9 @@ from graphiti_core.driver.driver import GraphDriver, GraphProvider
 from app.config import RERANKER_PROVIDERS, Config
 from app.graph import episodes
 from app.graph import fact_import
+from app.graph import import_journal
 from app.graph import store as graph_store
+from app.graph.graph_locks import GraphLocks
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph.search import SearchOutcome, search_graph
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, describe
@@ -126,6 +128,11 @@ class GraphitiRuntime:
     reranker: CrossEncoderClient
     embedded_db: EmbeddedFalkorDB | None = None
     graph_drivers: dict[str, GraphDriver] = field(default_factory=dict)
+    # `async with runtime.graph_lock(graph_id)`: create, import writes and delete of one graph in turn.
+    graph_lock: GraphLocks = field(default_factory=GraphLocks)
+    # Imports cut short by a crash are undone before the first request of a fresh runtime, after
+    # the embedded database was restarted, and after an import could not undo its own writes.
+    recovery_due: bool = True
 
     @property
     def driver(self) -> GraphDriver:
@@ -388,6 +395,7 @@ class GraphitiAdapter:
     def graph(self) -> "_GraphNamespace":
         runtime = self.runtime
         _revive_embedded_db(runtime)
+        _recover_imports_if_due(runtime)
         return _GraphNamespace(runtime)
 
 
@@ -407,6 +415,19 @@ def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
         return
     logger.warning("Embedded FalkorDB exited (code %s); restarting it", embedded.process.returncode)
     run_on_loop(_start_embedded_db(embedded), timeout=60)
+    runtime.recovery_due = True  # it may have died in the middle of an import
+
+
+def _recover_imports_if_due(runtime: GraphitiRuntime) -> None:
+    """Undo what imports cut short by a crash wrote (see app/graph/import_journal.py)."""
+    if not runtime.recovery_due:
+        return
+    runtime.recovery_due = False
+    try:
+        run_on_loop(import_journal.recover(runtime), timeout=120)
+    except Exception as error:  # the request goes on; the next one tries again
+        runtime.recovery_due = True
+        logger.warning("Undoing interrupted imports failed (%s); will retry", type(error).__name__)
 
 
 class _GraphNamespace:

@@ -40,6 +40,12 @@ class UnknownNodeError(LookupError):
     pass
 
 
+class GraphExistsError(ValueError):
+    def __init__(self, graph_id: str):
+        super().__init__(f"graph {graph_id!r} already exists")
+        self.graph_id = graph_id
+
+
 def validate_graph_id(graph_id: Any) -> str:
     if not isinstance(graph_id, str) or not GRAPH_ID_PATTERN.fullmatch(graph_id):
         raise ValueError(
@@ -100,19 +106,30 @@ async def build_registry_schema(driver: GraphDriver) -> None:
 
 
 async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
+    """Register a new graph; GraphExistsError if the id is taken, also when creates race.
+
+    The MERGE tells which request created the node by the random incarnation it set: one query,
+    so two creates cannot both see "absent" (FalkorDB runs writes one at a time; on Neo4j the
+    registry's unique constraint locks the id). The incarnation also tells a re-created graph
+    from the one an import started on (`graph_incarnation`)."""
     validate_graph_id(graph_id)
-    created_at = datetime.now(timezone.utc).isoformat()
-    rows = await cypher_rows(
-        _registry_driver(runtime),
-        "MERGE (g:MiroGraph {graph_id: $graph_id}) "
-        "ON CREATE SET g.name = $name, g.created_at = $created_at "
-        "RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at",
-        graph_id=graph_id, name=name or graph_id, created_at=created_at,
-    )
-    driver = runtime.driver_for(graph_id)
-    if runtime.is_falkordb:
-        await driver.build_indices_and_constraints()
-    return rows[0]
+    incarnation = secrets.token_hex(8)
+    async with runtime.graph_lock(graph_id):
+        created_at = datetime.now(timezone.utc).isoformat()  # taken in turn: creations sort by it
+        rows = await cypher_rows(
+            _registry_driver(runtime),
+            "MERGE (g:MiroGraph {graph_id: $graph_id}) "
+            "ON CREATE SET g.name = $name, g.created_at = $created_at, g.incarnation = $incarnation "
+            "RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at, "
+            "g.incarnation AS incarnation",
+            graph_id=graph_id, name=name or graph_id, created_at=created_at, incarnation=incarnation,
+        )
+        if rows[0]["incarnation"] != incarnation:
+            raise GraphExistsError(graph_id)
+        driver = runtime.driver_for(graph_id)
+        if runtime.is_falkordb:
+            await driver.build_indices_and_constraints()
+    return {key: rows[0][key] for key in ("graph_id", "name", "created_at")}
 
 
 async def list_graphs(runtime) -> list[dict]:
@@ -138,8 +155,31 @@ async def require_graph(runtime, graph_id: str) -> None:
         raise UnknownGraphError(graph_id)
 
 
+async def graph_incarnation(runtime, graph_id: str) -> str:
+    """Which creation of `graph_id` exists now (UnknownGraphError if none): an operation that read
+    it before waiting compares it again, to notice a delete and re-create of the same id meanwhile."""
+    validate_graph_id(graph_id)
+    rows = await cypher_rows(
+        _registry_driver(runtime),
+        "MATCH (g:MiroGraph {graph_id: $graph_id}) "
+        "RETURN coalesce(g.incarnation, g.created_at) AS incarnation",  # graphs made before incarnations
+        graph_id=graph_id,
+    )
+    if not rows:
+        raise UnknownGraphError(graph_id)
+    return str(rows[0]["incarnation"])
+
+
 async def delete_graph(runtime, graph_id: str, progress: dict | None = None) -> dict:
-    """Delete the graph's data, then its registry entry; `progress` is updated as batches go (Neo4j)."""
+    """Delete the graph's data, then its registry entry; `progress` is updated as batches go (Neo4j).
+
+    Under the graph's lock: a running import's writes finish first (or, if it is still embedding,
+    it finds the graph gone when it comes to write), and a create of the same id waits."""
+    async with runtime.graph_lock(graph_id):
+        return await _delete_graph(runtime, graph_id, progress)
+
+
+async def _delete_graph(runtime, graph_id: str, progress: dict | None) -> dict:
     await require_graph(runtime, graph_id)
     deleted: dict[str, int] = {}
     if runtime.is_falkordb:
