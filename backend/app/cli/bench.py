@@ -1,6 +1,6 @@
-"""`flask bench rerank` and `flask bench graph`: reproducible quality and cost benchmarks.
+"""`flask bench rerank`, `flask bench graph` and `flask bench report`: reproducible quality and cost benchmarks.
 
-Both print the estimated model calls before any call and refuse (without --yes) above
+All print the estimated model calls before any call and refuse (without --yes) above
 --confirm-above; on a terminal they ask instead. Ctrl-C keeps every finished query; the same
 command resumes. See app/bench/ for what is measured and how.
 """
@@ -20,6 +20,7 @@ from flask.cli import with_appcontext
 
 from app.bench.datasets import DatasetError
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
+from app.bench.import_search import ImportSearchOptions, run as run_import_search
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.summary import TokenPrices
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
@@ -168,11 +169,115 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url,
     _print_summary(results, args.output)
 
 
+@bench_group.command("report")
+@click.option("--graph", "graph_name", type=click.Choice(["sample", "scifact"]), default="sample", show_default=True,
+              help="the shipped sample graph, or SciFact abstracts read from --dataset")
+@click.option("--dataset", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="BEIR SciFact folder (for --graph scifact)")
+@click.option("--requirements-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="requirement set with gold points and distractors (default: the shipped one for --graph)")
+@click.option("--only", default=None, help="comma list of requirement ids to run")
+@click.option("--rerankers", default="off,on", show_default=True, help="comma list of off and on")
+@click.option("--strategy", default="pointwise", show_default=True,
+              help="the reranker when on: strategy[:score_mode], e.g. pointwise:logprobs")
+@click.option("--fusion", "fusions", multiple=True,
+              help="one more 'on' run with RERANKER_FUSION=METHOD (and RERANKER_FUSION_WEIGHT), as METHOD[:WEIGHT]")
+@click.option("--set", "settings", multiple=True, help="KEY=VALUE setting for every run, e.g. RERANKER_CANDIDATES=2")
+@click.option("--llm-base-url", default=None, help="the report agent's model server (default: LLM_BASE_URL)")
+@click.option("--llm-model", default=None, help="the report agent's model (default: LLM_MODEL_NAME)")
+@click.option("--max-tool-calls", type=click.IntRange(min=1), default=None,
+              help="tool calls per section (default: REPORT_AGENT_MAX_TOOL_CALLS)")
+@click.option("--search-limit", type=click.IntRange(min=1, max=50), default=10, show_default=True,
+              help="facts per search the agent may ask for")
+@model_options
+@with_appcontext
+def report_command(graph_name, dataset, requirements_file, only, rerankers, strategy, fusions, settings, llm_base_url,
+                   llm_model, max_tool_calls, search_limit, base_url, model, score_mode, concurrency, timeout_s,
+                   deadline_s, max_queries, output, yes, report_only, confirm_above) -> None:
+    """Write reports with the agent, reranker off and on: gold recall, distractors, tools, calls, time."""
+    from app.bench.report_bench import (
+        ReportBenchArgs, UnknownSettingError, describe_settings, markdown_table, reranker_settings, run_report_bench,
+        with_settings,
+    )
+    from app.bench.report_sets import load_set
+
+    config = with_model_options(current_app.config["APP_CONFIG"], base_url=base_url, model=model,
+                                concurrency=concurrency, timeout_s=timeout_s, deadline_s=deadline_s)
+    agent = {"LLM_BASE_URL": llm_base_url, "LLM_MODEL_NAME": llm_model, "REPORT_AGENT_MAX_TOOL_CALLS": max_tool_calls}
+    common = [(name, str(value)) for name, value in agent.items() if value is not None]
+    common += [_setting(text) for text in settings]
+    name, _, mode = strategy.partition(":")
+    fusion_runs = [(method, weight or None) for method, _, weight in (text.partition(":") for text in fusions)]
+    try:
+        bench_settings = reranker_settings([part.strip() for part in rerankers.split(",") if part.strip()], name,
+                                           mode or score_mode or config.reranker_score_mode, fusion_runs, common)
+        for setting in bench_settings:
+            with_settings(config, setting.overrides)  # every name and value is checked before anything runs
+        requirement_set = load_set(graph_name, requirements_file, dataset)
+    except (UnknownSettingError, ValueError) as error:
+        raise click.BadParameter(str(error)) from None
+    folder = output or DEFAULT_OUTPUT_ROOT / f"{requirement_set.name}-report"
+    args = ReportBenchArgs(
+        requirement_set=requirement_set, output=folder.resolve(), config=config, settings=bench_settings,
+        only=[part.strip() for part in only.split(",")] if only else None, max_requirements=max_queries,
+        search_limit=search_limit, report_only=report_only, yes=yes, confirm_above=confirm_above,
+        command=command_line(), extra=run_facts(),
+    )
+    click.echo("Settings:")
+    for line in describe_settings(bench_settings):
+        click.echo(line)
+    try:
+        results = run_report_bench(args, echo=click.echo, ask=ask)
+    except (ConfirmationRefused, DatasetError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted: finished reports are kept in {args.output}; run the same command to resume.",
+                   err=True)
+        sys.exit(130)
+    click.echo(markdown_table(results))
+    click.echo(f"Wrote {args.output}/results.json and results.md")
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise click.BadParameter(f"{text!r} is not KEY=VALUE", param_hint="--set")
+    return name.strip().upper(), value.strip()
+
+
 def _print_summary(results: dict, output: Path) -> None:
     from app.bench.report import markdown_table
 
     click.echo(markdown_table(results))
     click.echo(f"Wrote {output}/results.json, results.md, quality_latency.png")
+
+
+@bench_group.command("import-search")
+@click.option("--facts", type=click.IntRange(min=1, max=5000), default=3000, show_default=True,
+              help="facts in the large import (new entities each)")
+@click.option("--base-facts", type=click.IntRange(min=1), default=300, show_default=True,
+              help="facts in the graph before the import")
+@click.option("--clients", type=click.IntRange(min=1), default=1, show_default=True, help="searching clients")
+@click.option("--search-delay-s", type=click.FloatRange(min=0), default=3.0, show_default=True,
+              help="searches start this long after the import was sent")
+@click.option("--target-p95-s", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="exit 1 when the search p95 during the import is above this")
+def import_search_command(facts, base_facts, clients, search_delay_s, target_p95_s):
+    """Search latency of one graph while a large import into it runs (served app, embedded FalkorDB)."""
+    options = ImportSearchOptions(facts=facts, base_facts=base_facts, clients=clients, search_delay_s=search_delay_s)
+    click.echo(f"Serving the API; importing {base_facts} facts, then {facts} more while {clients} client(s) search...")
+    report = run_import_search(options)
+    imported, during, baseline = report["import"], report["during_import"], report["baseline"]
+    click.echo(f"baseline:      {baseline['requests']} searches, p50 {baseline['p50_ms']} ms, "
+               f"p95 {baseline['p95_ms']} ms, max {baseline['max_ms']} ms")
+    click.echo(f"during import: {during['requests']} searches, p50 {during['p50_ms']} ms, p95 {during['p95_ms']} ms, "
+               f"max {during['max_ms']} ms, errors {during['errors']} {during['first_errors'] or ''}")
+    click.echo(f"import:        HTTP {imported.get('status')} in {imported.get('seconds')} s: {imported.get('body')}")
+    failed = not during["requests"] or during["errors"] or during["p95_ms"] > target_p95_s * 1000 \
+        or imported.get("status") != 201
+    click.echo(f"search p95 during the import {'above' if failed else 'within'} the {target_p95_s} s target")
+    if failed:
+        sys.exit(1)
 
 
 commands = [bench_group]
