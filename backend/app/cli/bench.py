@@ -20,7 +20,6 @@ from flask.cli import with_appcontext
 
 from app.bench.datasets import DatasetError
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
-from app.bench.import_search import ImportSearchOptions, run as run_import_search
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.summary import TokenPrices
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
@@ -250,34 +249,6 @@ def _print_summary(results: dict, output: Path) -> None:
 
     click.echo(markdown_table(results))
     click.echo(f"Wrote {output}/results.json, results.md, quality_latency.png")
-
-
-@bench_group.command("import-search")
-@click.option("--facts", type=click.IntRange(min=1, max=5000), default=3000, show_default=True,
-              help="facts in the large import (new entities each)")
-@click.option("--base-facts", type=click.IntRange(min=1), default=300, show_default=True,
-              help="facts in the graph before the import")
-@click.option("--clients", type=click.IntRange(min=1), default=1, show_default=True, help="searching clients")
-@click.option("--search-delay-s", type=click.FloatRange(min=0), default=3.0, show_default=True,
-              help="searches start this long after the import was sent")
-@click.option("--target-p95-s", type=click.FloatRange(min=0), default=2.0, show_default=True,
-              help="exit 1 when the search p95 during the import is above this")
-def import_search_command(facts, base_facts, clients, search_delay_s, target_p95_s):
-    """Search latency of one graph while a large import into it runs (served app, embedded FalkorDB)."""
-    options = ImportSearchOptions(facts=facts, base_facts=base_facts, clients=clients, search_delay_s=search_delay_s)
-    click.echo(f"Serving the API; importing {base_facts} facts, then {facts} more while {clients} client(s) search...")
-    report = run_import_search(options)
-    imported, during, baseline = report["import"], report["during_import"], report["baseline"]
-    click.echo(f"baseline:      {baseline['requests']} searches, p50 {baseline['p50_ms']} ms, "
-               f"p95 {baseline['p95_ms']} ms, max {baseline['max_ms']} ms")
-    click.echo(f"during import: {during['requests']} searches, p50 {during['p50_ms']} ms, p95 {during['p95_ms']} ms, "
-               f"max {during['max_ms']} ms, errors {during['errors']} {during['first_errors'] or ''}")
-    click.echo(f"import:        HTTP {imported.get('status')} in {imported.get('seconds')} s: {imported.get('body')}")
-    failed = not during["requests"] or during["errors"] or during["p95_ms"] > target_p95_s * 1000 \
-        or imported.get("status") != 201
-    click.echo(f"search p95 during the import {'above' if failed else 'within'} the {target_p95_s} s target")
-    if failed:
-        sys.exit(1)
 
 
 commands = [bench_group]
