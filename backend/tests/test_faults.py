@@ -25,7 +25,7 @@ from tests.support.scripted_llm import (
 QUERY = "harbor water utility reservoir town"
 LIMIT = 4  # x RERANKER_CANDIDATES=2: eight candidates reach the judge, the whole fact set
 TIMEOUT_S, DEADLINE_S = 1, 3
-MARGIN_S = 2.0  # first stage, query embedding and HTTP on a busy 2-core machine
+MARGIN_S = 5.0  # first stage, query embedding and HTTP on a 2-core machine busy with other work
 API_KEY = "sk-fault-SECRET-93be1"
 FAST = dict(
     RERANKER_PROVIDER="ollama", RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs",
@@ -93,7 +93,8 @@ def delta(after: dict, before: dict, name: str) -> int:
 
 
 def warnings(caplog) -> list[logging.LogRecord]:
-    return [record for record in caplog.records if record.levelno >= logging.WARNING]
+    """The app's own warnings (a library's, or what an earlier test left behind, are not the reranker's)."""
+    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith("app.")]
 
 
 def assert_first_stage_order(body, limit=LIMIT):
@@ -133,7 +134,11 @@ def test_whole_call_fault_keeps_first_stage_order(backend, llm, water, caplog, f
     assert warning.name == "app.rerank.ollama_reranker" and "'judge-model' failed" in warning.getMessage()
     assert (delta(after, before, "calls"), delta(after, before, "fallbacks")) == (1, 1)
     assert delta(after, before, "model_requests") >= 1
-    if fault not in ("hung_connection", "slow_reply"):  # cancelled requests may not have arrived yet
+    # A failed call cancels the requests still in flight (a hang, a slow reply, an error that
+    # stops the call); they may not have reached the server yet, depending on how busy the machine
+    # is. Unusable answers fail passage by passage: every request is answered.
+    assert 1 <= llm.count <= delta(after, before, "model_requests")
+    if fault in ("truncated_json", "empty_choices", "wrong_shape", "garbage"):
         assert delta(after, before, "model_requests") == llm.count
     if error_class:
         assert after["errors"].get(error_class, 0) > before["errors"].get(error_class, 0), after["errors"]
@@ -240,7 +245,7 @@ def test_model_server_down_then_back_resumes_without_restart(backend, water, cap
 
 
 def test_breaker_opens_stops_paying_the_timeout_and_closes_on_recovery(backend, water, caplog):
-    cooldown_s = 2.0
+    cooldown_s = 5.0  # still open when checked right after opening, on a busy machine too
     with ScriptedLLMServer(always(hang())) as server:
         settings = {**FAST, "RERANKER_BREAKER_THRESHOLD": 2, "RERANKER_BREAKER_COOLDOWN_S": cooldown_s}
         client = started(backend, RERANKER_BASE_URL=server.base_url, **settings)
@@ -262,7 +267,10 @@ def test_breaker_opens_stops_paying_the_timeout_and_closes_on_recovery(backend, 
         assert stats(client)["breaker_skips"] == 1
 
         server.responder = judge(judge_score)
-        time.sleep(cooldown_s + 0.2)
+        deadline = time.monotonic() + 60
+        while stats(client)["breaker"]["retry_in_s"] > 0:  # the cooldown is over: observed, not guessed
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
         body, _ = search(client, water, limit=len(WATER_FACTS))
         assert [edge["fact"] for edge in body["edges"]] == JUDGE_ORDER
         assert stats(client)["breaker"]["state"] == "closed"

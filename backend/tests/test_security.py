@@ -55,7 +55,7 @@ def test_served_app_listens_on_loopback_only_and_enforces_token_and_size(tmp_pat
         assert call(app.url("/api/graph"), headers=AUTH)[0] == 200
 
         # A chunked body has no Content-Length to refuse up front; the limit still holds.
-        connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
+        connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=120)  # generous under load
         chunks = (b'{"graph_id": "' + b"x" * 8192 for _ in range(16))
         connection.request("POST", "/api/graph", body=chunks, encode_chunked=True,
                            headers={**AUTH, "Content-Type": "application/json"})
