@@ -334,7 +334,7 @@ def test_bad_report_requests(client, water, unchanged):
 RERANK_BAD = [
     ({}, 400, "'query' is required"),
     ({"query": "q"}, 400, "'documents' is required"),
-    ({"query": "q", "documents": "text"}, 400, "non-empty list"),
+    ({"query": "q", "documents": "text"}, 400, "'documents' as JSONL"),  # a string is JSONL text
     ({"query": "q", "documents": []}, 400, "non-empty list"),
     ({"query": "q", "documents": [5]}, 400, "must be a string or an object"),
     ({"query": "q", "documents": ["  "]}, 422, "has no text"),
