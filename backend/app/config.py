@@ -129,6 +129,7 @@ class Config:
     reranker_max_parallel: int = 4
     reranker_timeout_s: float = 30.0
     reranker_deadline_s: float = 120.0
+    reranker_budget_s: float = 0.0  # judging time per rank call, then the finished scores are used (0: none)
     reranker_fusion: str = "none"
     reranker_fusion_weight: float = 0.5  # the judge's share in rrf and linear fusion (the first stage gets the rest)
     reranker_cache_size: int = 4096
@@ -210,6 +211,7 @@ class Config:
             reranker_max_parallel=_int("RERANKER_MAX_PARALLEL", cls.reranker_max_parallel, 1),
             reranker_timeout_s=_float("RERANKER_TIMEOUT_S", cls.reranker_timeout_s, 0.01),
             reranker_deadline_s=_float("RERANKER_DEADLINE_S", cls.reranker_deadline_s, 0.01),
+            reranker_budget_s=_float("RERANKER_BUDGET_S", cls.reranker_budget_s, 0),
             reranker_fusion=_choice("RERANKER_FUSION", cls.reranker_fusion, RERANKER_FUSIONS),
             reranker_fusion_weight=_float("RERANKER_FUSION_WEIGHT", cls.reranker_fusion_weight, 0, 1),
             reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -218,6 +218,8 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
     evidence = judgement.evidence if judgement.reranked else {}
     fused = fuse(first_scores, evidence, method=config.reranker_fusion, weight=config.reranker_fusion_weight,
                  by_score=judgement.by_score)
+    # rerank_score is the judge's own: a passage whose request failed is placed last but was not judged.
+    fused = [hit if hit.position in judgement.judged_at_s else replace(hit, judge_score=None) for hit in fused]
     return fused, RerankTrace(passages, first_scores, metadata, judgement)
 
 

@@ -136,6 +136,7 @@ def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: A
         judge or shared_judge(config),
         strategy=strategy_from_config(config, embedder=embedder),
         deadline_s=config.reranker_deadline_s,
+        budget_s=config.reranker_budget_s,
         context_tokens=config.reranker_context_tokens,
         breaker_threshold=config.reranker_breaker_threshold,
         breaker_cooldown_s=config.reranker_breaker_cooldown_s,

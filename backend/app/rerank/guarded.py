@@ -1,4 +1,4 @@
-"""The one wrapper every cross-encoder client of ours runs in: deadline, circuit breaker, fallback.
+"""The one wrapper every cross-encoder client of ours runs in: budget, deadline, circuit breaker, fallback.
 
 A subclass says how to rank (`_rank`) and, optionally, when no model is needed (`_needs_model`)
 and whether its scores are relevance (`scores_are_relevance`) or only encode an order. Graph search
@@ -8,8 +8,14 @@ cross-encoder interface wants it. The wrapper guarantees what graph search relie
 
 - `rank` never raises (only cancellation propagates) and returns every incoming passage exactly
   once, byte for byte, with a score > 0: Graphiti drops results below `reranker_min_score` (0);
-- a failed call (server down, unknown model, every request failing, deadline passed, prompt too
-  large, a bug) answers in the incoming order with exactly one WARNING and sets `RANK_FELL_BACK`;
+- anytime: when the budget (`budget_s`, RERANKER_BUDGET_S; 0 = none) or the deadline ends a call,
+  the scores it has finished are kept and the unjudged passages keep their incoming place. That
+  needs a subclass that reports each score as it arrives (`reports_progress`, see
+  app/rerank/judgement.py); the others answer all or nothing. The budget is a choice (INFO), a
+  passed deadline a fault (one WARNING, error `RankDeadlineExceeded`);
+- a failed call (server down, unknown model, every request failing, time up with nothing judged,
+  prompt too large, a bug) answers in the incoming order with exactly one WARNING and sets
+  `RANK_FELL_BACK`;
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
   (every score cached) is served even while the breaker is open.
@@ -19,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from abc import abstractmethod
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -28,7 +33,9 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.fusion import fuse
-from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
+from app.rerank.judgement import (
+    BUDGET, DEADLINE, JudgedSoFar, Judgement, collecting, fallback_judgement, ranked_positions,
+)
 from app.rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
 
 # Set when a rank call in the current task fell back to the incoming order. The cross-encoder
@@ -37,6 +44,7 @@ from app.rerank.types import RerankError, RerankParseError, RerankProviderError,
 RANK_FELL_BACK: ContextVar[bool] = ContextVar("rank_fell_back", default=False)
 
 DEADLINE_EXCEEDED = "RankDeadlineExceeded"
+BUDGET_EXHAUSTED = "RankBudgetExhausted"  # the budget ended before anything was judged
 
 
 class Counters(Protocol):
@@ -60,13 +68,21 @@ def fallback_order(passages: list[str]) -> list[tuple[str, float]]:
 class GuardedReranker(CrossEncoderClient):
     """Base class: subclasses implement `_rank` and `describe`; see the module docstring."""
 
+    # True when `_rank` reports each finished score (app/rerank/judgement.report_judged): then the
+    # judged count is exact and a call cut short keeps its finished work.
+    reports_progress = False
+
     def __init__(
-        self, *, counters: Counters, deadline_s: float, breaker_threshold: int, breaker_cooldown_s: float
+        self, *, counters: Counters, deadline_s: float, breaker_threshold: int, breaker_cooldown_s: float,
+        budget_s: float = 0.0,
     ) -> None:
         if deadline_s <= 0:
             raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
+        if budget_s < 0:
+            raise ValueError(f"budget_s must be >= 0 (0: no budget), got {budget_s}")
         self.counters = counters
         self.deadline_s = float(deadline_s)
+        self.budget_s = float(budget_s)
         self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown_s)
         # Warnings carry the implementation's module name (app.rerank.ollama_reranker, ...).
         self.logger = logging.getLogger(type(self).__module__)
@@ -101,25 +117,53 @@ class GuardedReranker(CrossEncoderClient):
         passages = list(passages)
         if not passages:
             return Judgement(0)
-        started = time.perf_counter()
+        progress = JudgedSoFar()
+        limit_s, limit = self.time_limit()
         try:
             needs_model = self._needs_model(query, passages)
             if needs_model and not self.breaker.allow():
                 return self._breaker_open(passages)
-            async with asyncio.timeout(self.deadline_s):
-                ranked = await self._rank(query, passages)
+            with collecting(progress):
+                async with asyncio.timeout(limit_s):
+                    ranked = await self._rank(query, passages)
         except TimeoutError:
-            return self._call_failed(passages, DEADLINE_EXCEEDED, f"no result within {self.deadline_s:g}s")
+            return self._out_of_time(passages, progress, limit, limit_s)
         except Exception as exc:  # typed errors and bugs alike: the search must still answer
             return self._call_failed(passages, _error_class(exc), _detail(exc), exc)
         if needs_model:
             self.breaker.record_success()
         evidence = dict(ranked_positions(passages, ranked))
-        elapsed = round(time.perf_counter() - started, 4)
-        return Judgement(len(passages), evidence, dict.fromkeys(evidence, elapsed), self.scores_are_relevance)
+        judged_at = dict(progress.judged_at_s) if self.reports_progress else dict.fromkeys(
+            evidence, progress.elapsed_s())
+        return Judgement(len(passages), evidence, judged_at, self.scores_are_relevance)
+
+    def time_limit(self) -> tuple[float, str]:
+        """(seconds, BUDGET or DEADLINE): whichever ends a call first."""
+        if 0 < self.budget_s < self.deadline_s:
+            return self.budget_s, BUDGET
+        return self.deadline_s, DEADLINE
+
+    def _out_of_time(self, passages: list[str], progress: JudgedSoFar, limit: str, limit_s: float) -> Judgement:
+        """Time is up: keep what was judged (the rest keeps its place); nothing judged is a failed call."""
+        if not (self.reports_progress and progress.scores):
+            if limit == BUDGET:
+                return self._call_failed(passages, BUDGET_EXHAUSTED, f"nothing judged within the {limit_s:g}s budget")
+            return self._call_failed(passages, DEADLINE_EXCEEDED, f"no result within {limit_s:g}s")
+        self.breaker.record_success()  # the model answers, only not fast enough for all of them
+        judged, total = len(progress.scores), len(passages)
+        if limit == DEADLINE:
+            self.counters.record_error(DEADLINE_EXCEEDED)
+            self.logger.warning(
+                "Reranker %s passed its %gs deadline after judging %d of %d passages; the finished scores "
+                "are used, the rest keep their incoming place", self.describe(), limit_s, judged, total)
+        else:
+            self.logger.info("Reranker %s: the %gs budget ended after %d of %d passages were judged",
+                             self.describe(), limit_s, judged, total)
+        return Judgement(total, progress.evidence(), dict(progress.judged_at_s), self.scores_are_relevance,
+                         cut_short=limit)
 
     def guard_stats(self) -> dict[str, Any]:
-        return {"deadline_s": self.deadline_s, "breaker": self.breaker.snapshot()}
+        return {"deadline_s": self.deadline_s, "budget_s": self.budget_s, "breaker": self.breaker.snapshot()}
 
     def _breaker_open(self, passages: list[str]) -> Judgement:
         self.counters.add("breaker_skips")

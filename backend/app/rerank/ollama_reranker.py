@@ -10,6 +10,9 @@ request failed sits below every scored one, failed ones keeping their incoming o
 strategies give rank-derived scores (1.0 for the best, descending). Passages with no text cannot be
 judged and go last. A failed window, group or pair keeps its incoming order (counted in `stats()`);
 a failure of the whole call falls back to the incoming order with one WARNING.
+
+Pointwise reports each finished score as it arrives (app/rerank/judgement.py), so a call cut short by
+RERANKER_BUDGET_S or the deadline keeps the scores it has; the other strategies answer all or nothing.
 """
 
 from __future__ import annotations
@@ -20,14 +23,13 @@ from typing import Any
 
 from app.rerank.guarded import GuardedReranker
 from app.rerank.judge import LLMJudge
+from app.rerank.judgement import SCORE_FLOOR
 from app.rerank.strategies.base import strategy_name
 from app.rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
 from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.strategy_run import rerank
 from app.rerank.types import Document, RerankResult, rank_score
 
-# Real scores are floored here so a failed passage can always sit strictly below them and > 0.
-SCORE_FLOOR = 1e-6
 _STRATEGY_COUNTERS = ("unit_fallbacks", "repairs", "ties")
 
 
@@ -40,12 +42,13 @@ class OllamaReranker(GuardedReranker):
         *,
         strategy: Any = None,
         deadline_s: float = 120.0,
+        budget_s: float = 0.0,
         context_tokens: int | None = None,
         breaker_threshold: int = 3,
         breaker_cooldown_s: float = 30.0,
     ) -> None:
         # No network I/O here: the app must boot while the model server is down.
-        super().__init__(counters=judge.counters, deadline_s=deadline_s,
+        super().__init__(counters=judge.counters, deadline_s=deadline_s, budget_s=budget_s,
                          breaker_threshold=breaker_threshold, breaker_cooldown_s=breaker_cooldown_s)
         self.judge = judge  # shared: its bound on concurrent requests is process-wide
         self.strategy = strategy if strategy is not None else PointwiseStrategy()
@@ -63,6 +66,11 @@ class OllamaReranker(GuardedReranker):
     def scores_are_relevance(self) -> bool:
         """Pointwise scores are the judge's relevance; the other strategies' only encode their order."""
         return bool(getattr(self.strategy, "scores_are_relevance", False))
+
+    @property
+    def reports_progress(self) -> bool:
+        """The pointwise strategy reports each finished score (so partial work is kept)."""
+        return isinstance(self.strategy, PointwiseStrategy)
 
     def stats(self) -> dict[str, Any]:
         with self._counts_lock:

@@ -7,12 +7,18 @@ Documents are cut to `max_document_chars` inside the prompt and a prompt that wo
 model's context is refused before any request. Identical (cut) texts are scored once. A document
 whose own request fails is ranked below every scored one (lenient) or fails the call (strict); an
 error that would hit every request alike (unknown model, rejected key) always fails the call.
+
+Each finished score (and each failed document) is reported as it arrives (app/rerank/judgement.py):
+inside graph search's guarded rank call that is what survives a budget or deadline that ends the
+call; elsewhere reporting does nothing. Documents are sent in their incoming order, so under the
+judge's request bound the first-stage best are judged first.
 """
 
 from __future__ import annotations
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.judge_prompt import build_judge_messages
+from app.rerank.judgement import report_failed, report_judged
 from app.rerank.strategies.base import check_count, gather_or_fail, judge_call_for, shown_texts
 from app.rerank.strategies.strategy_prompts import clip
 from app.rerank.types import Document, RerankError, RerankResult
@@ -46,7 +52,10 @@ class PointwiseStrategy:
         for document, text in zip(documents, texts):  # fail before spending any call
             messages = build_judge_messages(query, text, mode="json", instructions=call.instructions)
             call.check_fits(messages, _ANSWER_TOKENS, document.id, "pointwise")
-        scores = await self._score_all(call, query, list(dict.fromkeys(texts)))
+        ids_of: dict[str, list[str]] = {}  # distinct shown text -> the documents showing it, in order
+        for document, text in zip(documents, texts):
+            ids_of.setdefault(text, []).append(document.id)
+        scores = await self._score_all(call, query, ids_of)
         call.raise_if_nothing_worked()
 
         def key(index: int) -> tuple[bool, float]:
@@ -65,7 +74,7 @@ class PointwiseStrategy:
         return RerankResult(document=document, rank=rank, original_index=index, score=0.0,
                             reason="unscored: the model's answer was unusable", metadata={UNSCORED: True})
 
-    async def _score_all(self, call, query: str, texts: list[str]) -> dict[str, float]:
+    async def _score_all(self, call, query: str, ids_of: dict[str, list[str]]) -> dict[str, float]:
         scores: dict[str, float] = {}
 
         async def score_one(text: str) -> None:
@@ -73,7 +82,10 @@ class PointwiseStrategy:
                 scores[text] = float(await call.score(query, text))
                 call.unit_succeeded()
             except RerankError as error:
-                call.unit_failed(error, "document")
+                call.unit_failed(error, "document")  # raises when strict or when every request would fail
+                report_failed(ids_of[text])
+                return
+            report_judged(ids_of[text], scores[text])
 
-        await gather_or_fail([score_one(text) for text in texts])  # an error cancels the sibling requests
+        await gather_or_fail([score_one(text) for text in ids_of])  # an error cancels the sibling requests
         return scores
