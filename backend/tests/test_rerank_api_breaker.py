@@ -21,9 +21,11 @@ COOLDOWN_S = 600  # never over during a test: the open state is what is checked
 
 def breaker_settings(provider: str, base_url: str) -> dict:
     # A model name of its own per test: the process-wide judge, client and breaker are keyed by settings.
+    # One request at a time: a failed call leaves no request of its own still on the way to the
+    # server, so the server's count says exactly what each call sent.
     return dict(RERANKER_PROVIDER=provider, RERANKER_BASE_URL=base_url, RERANKER_MODEL=f"m-{uuid.uuid4().hex[:8]}",
                 RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5, RERANKER_BREAKER_THRESHOLD=2,
-                RERANKER_BREAKER_COOLDOWN_S=COOLDOWN_S)
+                RERANKER_BREAKER_COOLDOWN_S=COOLDOWN_S, RERANKER_MAX_PARALLEL=1)
 
 
 def rerank(client):
