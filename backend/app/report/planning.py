@@ -3,9 +3,10 @@ each section's question calls for.
 
 The model proposes the outline; this module decides what stays. A requirement such as "What caused
 the drinking-water crisis in Port Alder and who responded how?" has two parts (the causes, the
-responses). A proposed section is kept when it shares a content word with the requirement, and is
-filed under the part it matches best; a section that shares none ("Identify the Key Entities
-Involved") is dropped; a part no section covers gets a section of its own. So whatever the model
+responses). A proposed section is kept when its title names something (not only generic steps such as
+"Identify the Key Entities" or "Analyze the Facts") and its title or goal shares a content word with
+the requirement; it is filed under the part it matches best. Other sections are dropped, and a part
+no section covers gets a section of its own. So whatever the model
 proposes, every part of the requirement is answered and nothing generic takes its place.
 
 Words are compared crudely but deterministically: lower case, "'s" and hyphens split off, stop
@@ -166,6 +167,11 @@ class OutlineCheck:
     merged_parts: int = 0  # parts beyond max_sections folded into the last section
 
 
+def is_generic(title: str) -> bool:
+    """A title made only of generic report steps ("Identify the Key Entities", "Analyze the Facts")."""
+    return not [word for word in content_words(title) if word not in GENERIC_WORDS]
+
+
 def part_of(title: str, goal: str, part_words: list[list[str]]) -> int | None:
     """The part a section answers: most of the part's words matched (share of them), first on a tie."""
     words = [word for word in content_words(f"{title} {goal}") if word not in GENERIC_WORDS]
@@ -208,7 +214,7 @@ def check_outline(proposed: list[tuple[str, str]], requirement: str, max_section
     part_words = _distinct_words(raw_parts)
     check = OutlineCheck(parts=parts, sections=[])
     for title, goal in proposed:
-        index = part_of(title, goal, part_words)
+        index = part_of(title, goal, part_words) if not is_generic(title) else None
         if index is None:
             check.dropped.append(title)
             continue
