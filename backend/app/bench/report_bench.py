@@ -199,19 +199,23 @@ def run_report_bench(args: ReportBenchArgs, echo: Callable[[str], None] = print,
 
 
 def _run_pending(args, pending, configs, stores, echo) -> None:
+    """Requirement by requirement, every setting in turn: an interrupted run leaves all settings with
+    the same finished requirements, and a slow spell of a shared machine hits them alike."""
     steps = sum(len(items) for items in pending.values())
     progress = ProgressBar(steps, steps)
     graph_id = graph_id_of(args.requirement_set)
+    order = list(dict.fromkeys(r.id for items in pending.values() for r in items))
     try:
-        for setting in args.settings:
-            if not pending[setting.label]:
-                continue
-            config = configs[setting.label]
-            reset_graphiti()  # a new runtime with this setting's reranker, same data
-            adapter = GraphitiAdapter(config)
-            _ensure_graph(adapter, args.requirement_set, graph_id, config, echo)
-            judge = getattr(adapter.runtime.reranker, "judge", None)
-            for requirement in pending[setting.label]:
+        for requirement_id in order:
+            for setting in args.settings:
+                requirement = next((r for r in pending[setting.label] if r.id == requirement_id), None)
+                if requirement is None:
+                    continue
+                config = configs[setting.label]
+                reset_graphiti()  # a new runtime with this setting's reranker, same data
+                adapter = GraphitiAdapter(config)
+                _ensure_graph(adapter, args.requirement_set, graph_id, config, echo)
+                judge = getattr(adapter.runtime.reranker, "judge", None)
                 record = run_one(args, config, graph_id, requirement, judge)
                 stores[setting.label].add(record, persist=record["status"] == "done")
                 progress.advance(1, f"{setting.label} {requirement.id}: recall {record.get('gold_recall', 0):.2f}, "

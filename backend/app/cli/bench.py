@@ -188,11 +188,13 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, base_url,
               help="tool calls per section (default: REPORT_AGENT_MAX_TOOL_CALLS)")
 @click.option("--search-limit", type=click.IntRange(min=1, max=50), default=10, show_default=True,
               help="facts per search the agent may ask for")
+@click.option("--section-max-tokens", type=click.IntRange(min=50), default=1200, show_default=True,
+              help="longest answer the agent's model may give per turn")
 @model_options
 @with_appcontext
 def report_command(graph_name, dataset, requirements_file, only, rerankers, strategy, fusions, settings, llm_base_url,
-                   llm_model, max_tool_calls, search_limit, base_url, model, score_mode, concurrency, timeout_s,
-                   deadline_s, max_queries, output, yes, report_only, confirm_above) -> None:
+                   llm_model, max_tool_calls, search_limit, section_max_tokens, base_url, model, score_mode,
+                   concurrency, timeout_s, deadline_s, max_queries, output, yes, report_only, confirm_above) -> None:
     """Write reports with the agent, reranker off and on: gold recall, distractors, tools, calls, time."""
     from app.bench.report_bench import (
         ReportBenchArgs, UnknownSettingError, describe_settings, markdown_table, reranker_settings, run_report_bench,
@@ -219,7 +221,8 @@ def report_command(graph_name, dataset, requirements_file, only, rerankers, stra
     args = ReportBenchArgs(
         requirement_set=requirement_set, output=folder.resolve(), config=config, settings=bench_settings,
         only=[part.strip() for part in only.split(",")] if only else None, max_requirements=max_queries,
-        search_limit=search_limit, report_only=report_only, yes=yes, confirm_above=confirm_above,
+        search_limit=search_limit, section_max_tokens=section_max_tokens, report_only=report_only, yes=yes,
+        confirm_above=confirm_above,
         command=command_line(), extra=run_facts(),
     )
     click.echo("Settings:")
