@@ -44,6 +44,7 @@ SECTION_MAX_TOKENS = 1200
 MAX_LLM_FAILURES_PER_SECTION = 2
 MAX_PROPOSED_SECTIONS = 8  # the model's outline is read up to this many sections before the check
 PLAIN_SEARCHES_BEFORE_NUDGE = 2  # plain searches before the section's recommended tool is urged
+NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model call
 
 
 class ToolFailed(Exception):
@@ -243,7 +244,8 @@ class ReportAgent:
         if tool is None or tool in draft.tools_used or draft.nudged:
             return None
         part, subject = draft.part[:500], (self._subject or draft.part)[:500]
-        arguments = {"question": part} if tool == "insight_forge" else {"topic": subject, "questions": [part]}
+        arguments = {"question": part} if tool == "insight_forge" else {
+            "topic": subject, "questions": [part], "max_entities": NUDGED_INTERVIEWS}
         try:
             return tool, parse_tool_arguments(tool, arguments)
         except ToolArgumentError:

@@ -99,7 +99,7 @@ def first_call(tool: str, part: str, subject: str) -> str:
     if tool == "insight_forge":
         arguments = {"question": part}
     elif tool == "interview_entities":
-        arguments = {"topic": subject or part, "questions": [part]}
+        arguments = {"topic": subject or part, "questions": [part], "max_entities": 2}
     else:
         arguments = {"query": part}
     return json.dumps({"action": "tool", "tool": tool, "arguments": arguments})
