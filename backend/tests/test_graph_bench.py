@@ -14,10 +14,19 @@ import json
 
 import pytest
 
-from app.bench.graph_bench import GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, split_sentences
+from dataclasses import replace
+
+from app.bench.datasets import load_dataset
+from app.bench.graph_bench import (
+    GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, select_queries, split_sentences,
+)
+from app.bench.replay import parse_replays
 from app.bench.rerankers import parse_strategies, with_model_options
+from app.bench.trec_graph import is_trec_folder, passage_facts
 from app.config import REPO_ROOT, Config
+from app.graph.runtime import GraphitiAdapter
 from app.graph.search import EdgeHit
+from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
 
 SCIFACT = REPO_ROOT.parent / "shared" / "data" / "beir-scifact-test"
@@ -127,3 +136,112 @@ def _hit(doc_id, rank):
 def test_hits_map_to_abstracts_in_first_occurrence_order():
     hits = [_hit("9", 1), _hit("4", 2), _hit("9", 3), _hit(None, 4), _hit("5", 5)]
     assert hits_to_abstracts(hits) == ["9", "4", "5"]
+
+
+# -- a TREC candidate folder in the graph, and replays of the stored judge scores -------------------
+
+DL19 = REPO_ROOT.parent / "shared" / "data" / "trec-dl19-passage-bm25-top100"
+TREC_QUERIES = 3
+TREC_CANDIDATES = 4
+
+
+@pytest.fixture(scope="module")
+def trec_subset(tmp_path_factory):
+    """Three DL19 queries, their first four BM25 candidates, and the second query's list also holding
+    the first query's best passage: a passage in two candidate lists must still be one fact."""
+    folder = tmp_path_factory.mktemp("dl19-subset")
+    records = [json.loads(line) for line in _lines(DL19 / "candidates.jsonl")][:TREC_QUERIES]
+    for record in records:
+        record["candidates"] = record["candidates"][:TREC_CANDIDATES]
+    shared = dict(records[0]["candidates"][0], rank=TREC_CANDIDATES + 1)
+    records[1]["candidates"].append(shared)
+    qids = [record["qid"] for record in records]
+    queries = [line for line in _lines(DL19 / "queries.tsv") if line.split("\t")[0] in qids]
+    qrels = [line for line in _lines(DL19 / "qrels.txt") if line.split()[0] in qids]
+    for name, lines in (("queries.tsv", queries), ("qrels.txt", qrels),
+                        ("candidates.jsonl", [json.dumps(record) for record in records])):
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    texts = {c["docid"]: c["text"] for record in records for c in record["candidates"]}
+    grades = {(line.split()[0], line.split()[2]): int(line.split()[3]) for line in qrels}
+    query_text = {line.split("\t")[0]: line.split("\t")[1] for line in queries}
+    assert len(texts) == TREC_QUERIES * TREC_CANDIDATES and shared["docid"] in texts
+    return folder, texts, grades, query_text
+
+
+def test_trec_import_maps_every_hit_back_to_its_passage_exactly_once(trec_subset, backend):
+    folder, texts, _, query_text = trec_subset
+    dataset = load_dataset(folder)
+    facts = passage_facts(dataset)
+    assert is_trec_folder(folder) and not is_trec_folder(SCIFACT)
+    # The union of the candidate lists: each passage once (the shared one too), text unchanged.
+    assert [fact["metadata"]["doc_id"] for fact in facts] == list(dict.fromkeys(
+        c.docid for query in dataset.queries for c in query.candidates))
+    assert {fact["metadata"]["doc_id"]: fact["fact"] for fact in facts} == texts
+
+    backend()
+    graph = GraphitiAdapter().graph
+    gid = unique_graph_id("trec")
+    graph.create(gid)
+    graph.import_facts(gid, facts)
+    assert graph.stats(gid)["edges"] == len(texts)
+    for query in query_text.values():
+        hits = graph.search(gid, query, limit=len(texts)).edges
+        ranking = hits_to_abstracts(hits)
+        assert len(hits) == len(texts) and len(ranking) == len(hits)  # every passage found, each once
+        assert all(hit.fact == texts[hit.metadata["doc_id"]] for hit in hits)
+
+
+def test_select_queries_takes_a_1_based_inclusive_range(trec_subset):
+    dataset = load_dataset(trec_subset[0])
+    qids = [query.qid for query in dataset.queries]
+    assert [q.qid for q in select_queries(dataset, (2, 3), None)] == qids[1:3]
+    assert [q.qid for q in select_queries(dataset, (2, 3), 1)] == qids[1:2]
+    assert [q.qid for q in select_queries(dataset, None, 2)] == qids[:2]
+
+
+def test_replayed_fusions_equal_the_live_search_and_cost_no_model_call(trec_subset, tmp_path, scripted_llm):
+    folder, texts, grades, query_text = trec_subset
+    qid_of = {text: qid for qid, text in query_text.items()}
+    doc_of = {text: docid for docid, text in texts.items()}
+    # A judge that knows the qrels a little: grade / 3, so its order differs from the first stage's.
+    judge_score = lambda query, passage: 0.05 + grades.get((qid_of[query], doc_of[passage]), 0) / 3.3  # noqa: E731
+    scripted_llm.responder = judge(judge_score)
+    live = replace(with_model_options(Config.from_env(), base_url=scripted_llm.base_url, model="scripted",
+                                      concurrency=2, timeout_s=10, deadline_s=30),
+                   reranker_fusion="rrf", reranker_fusion_weight=0.7)
+    replays = parse_replays("none,rrf:0.7,linear:0.5", 0.5)
+    args = graph_args(folder, tmp_path / "out", scripted_llm.base_url, config=live, limit=3, replays=replays,
+                      budgets=[1e-6])
+    results = run_graph_bench(args, echo=lambda line: None)
+    rows = results["strategies"]
+    live_label = "reranker on (pointwise:logprobs, fusion rrf w=0.7)"
+
+    assert results["replay_mismatches"] == [] and results["replayed_queries"] == TREC_QUERIES
+    assert rows[live_label]["calls"] == scripted_llm.count > 0
+    for measure in ("ndcg@10", "mrr@10", "recall@10", "calls"):
+        assert rows["replay: rrf w=0.7"][measure] == rows[live_label][measure]
+    # The stored records, read back from disk.
+    records = [json.loads(line) for path in (tmp_path / "out" / "runs").glob("on-*.jsonl")
+               for line in path.read_text().splitlines()]
+    assert len(records) == TREC_QUERIES
+    for record in records:
+        trace = record["trace"]
+        assert record["ranking"] == results["per_query"]["replay: rrf w=0.7"][record["qid"]]["ranking"]
+        # The stored evidence is the judge's own score of each candidate.
+        query = query_text[record["qid"]]
+        assert trace["evidence"] == pytest.approx([judge_score(query, texts[d]) for d in trace["doc_ids"]], abs=1e-6)
+        # Judge alone: its scores' order; a budget nothing fits in: the first stage's own order.
+        by_judge = sorted(range(len(trace["doc_ids"])), key=lambda p: (-trace["evidence"][p], p))
+        assert results["per_query"]["replay: judge alone"][record["qid"]]["ranking"] == \
+            list(dict.fromkeys(trace["doc_ids"][p] for p in by_judge[:3]))
+        assert results["per_query"]["replay: rrf w=0.7, budget 1e-06 s"][record["qid"]]["ranking"] == \
+            list(dict.fromkeys(trace["doc_ids"][:3]))
+        assert len(trace["cosine"]) == len(trace["doc_ids"]) and record["judged"] == len(trace["doc_ids"])
+    assert rows["replay: rrf w=0.7, budget 1e-06 s"]["calls"] == 0
+    assert rows["embedder cosine alone"]["calls"] == 0 and rows["embedder cosine alone"]["queries"] == TREC_QUERIES
+
+    # Replays come from the stored scores: reporting again makes no model call.
+    calls = scripted_llm.count
+    again = run_graph_bench(replace(args, report_only=True, yes=False, confirm_above=0), echo=lambda line: None)
+    assert scripted_llm.count == calls
+    assert again["strategies"]["replay: linear w=0.5"] == rows["replay: linear w=0.5"]

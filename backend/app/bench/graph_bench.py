@@ -1,4 +1,4 @@
-"""`flask bench graph`: SciFact in the product's own search path, reranker off vs on.
+"""`flask bench graph`: SciFact or a TREC candidate folder in the product's own search path, reranker off vs on.
 
 Mapping (why): the product reranks *facts*, which are sentence-sized, so each abstract becomes one
 fact per sentence, plus its title as a fact of its own, all carrying the abstract id in the fact
@@ -10,8 +10,17 @@ from candidates*.jsonl): embedding all 5,183 abstracts sentence by sentence take
 two CPU cores. `corpus="all"` imports everything. The graph lives under <output>/graph-data and is
 reused by later runs with the same corpus; claims resume like `bench rerank` queries.
 
+A TREC candidate folder (no corpus.jsonl, e.g. DL19 BM25 top-100) becomes one fact per passage, the
+union of every query's candidates (app/bench/trec_graph.py), so DL19 runs through Graphiti's hybrid
+first stage with the local embedder exactly as the report tools search.
+
 Off and on are the same `GraphitiAdapter().graph.search` with RERANKER_PROVIDER=none and =ollama:
 the runtime is rebuilt between the two phases over the same data (a restart of the embedded FalkorDB).
+The on phase runs RERANKER_FUSION as configured and stores, per query, every candidate's first-stage
+score, the judge's score and when it arrived, and the embedder's cosine (app/bench/replay.py). The
+report adds rows replayed from those without any model call: the judge alone, each fusion asked for
+(`--replay`), budgets (`--budgets`), and the embedder's cosine alone. The live fusion is replayed too,
+and every query where the replay differs from what search answered is counted (`replay_mismatches`).
 """
 
 from __future__ import annotations
@@ -28,13 +37,17 @@ from app.bench.datasets import Dataset, iter_corpus, load_dataset
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
 from app.bench.metrics import percentile
 from app.bench.progress import ProgressBar
+from app.bench.replay import (
+    TRACE_VERSION, Replay, candidate_trace, cosine_ranking, cosines, fused_ranking, judged_within,
+)
 from app.bench.report import write_reports
 from app.bench.runner import BenchInterrupted, finished_by_all
 from app.bench.rerankers import ModelWaitClock, StrategySpec
 from app.bench.store import ResultStore, run_key
+from app.bench import trec_graph
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
-from app.graph.runtime import GraphitiAdapter, reset_graphiti
+from app.graph.runtime import GraphitiAdapter, reset_graphiti, run_on_loop
 from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.judge import redact_url
 
@@ -55,6 +68,9 @@ class GraphBenchArgs:
     limit: int = 10
     candidates_factor: int | None = None  # first-stage facts per result slot when reranking
     corpus: str = "candidates"
+    query_range: tuple[int, int] | None = None  # 1-based, inclusive, in the dataset's query order
+    replays: list[Replay] = field(default_factory=list)  # fusions replayed from the on phase's scores
+    budgets: list[float] = field(default_factory=list)  # RERANKER_BUDGET_S values replayed (live fusion)
     report_only: bool = False  # no import, no search: report the claims both phases have finished
     yes: bool = False
     confirm_above: int = DEFAULT_CONFIRM_ABOVE
@@ -77,8 +93,19 @@ def abstract_facts(docid: str, title: str, text: str) -> list[dict]:
     ]
 
 
+def select_queries(dataset: Dataset, query_range: tuple[int, int] | None, max_queries: int | None) -> list:
+    """The queries in `query_range` (1-based, inclusive), then the first `max_queries` of those."""
+    queries = list(dataset.queries)
+    if query_range is not None:
+        queries = queries[query_range[0] - 1: query_range[1]]
+    return queries[:max_queries] if max_queries else queries
+
+
 def corpus_facts(dataset: Dataset, claims, corpus: str) -> tuple[list[dict], int]:
-    """(facts, abstracts) for the chosen corpus, in corpus file order."""
+    """(facts, abstracts or passages) for the chosen corpus, in corpus file order."""
+    if trec_graph.is_trec_folder(dataset.path):
+        facts = trec_graph.passage_facts(dataset)
+        return facts, len(facts)
     pool = None if corpus == "all" else {c.docid for claim in claims for c in claim.candidates}
     facts, abstracts = [], 0
     for docid, title, text in iter_corpus(dataset.path):
@@ -116,7 +143,7 @@ def ensure_imported(adapter, graph_id: str, facts: list[dict], state_file: Path,
 def phase_configs(args: GraphBenchArgs) -> tuple[Config, Config]:
     base = replace(args.config, data_dir=(args.output / "graph-data").resolve())
     off = replace(base, reranker_provider="none")
-    on = replace(
+    on = replace(  # fusion, its weight and the budget as configured (RERANKER_FUSION...)
         base, reranker_provider="ollama", reranker_strategy=args.strategy.name,
         reranker_score_mode=args.strategy.score_mode or "auto",
         reranker_candidates=args.candidates_factor or base.reranker_candidates,
@@ -136,6 +163,7 @@ def estimate_on_calls(args: GraphBenchArgs, on: Config, claims: int) -> int:
 
 
 def search_claims(adapter, graph_id, claims, store, limit, progress, label, judge=None) -> None:
+    """Search each claim not stored yet; with the reranker on, keep every candidate's scores too."""
     clock = ModelWaitClock()
     if judge is not None:
         clock.attach(judge)
@@ -152,41 +180,59 @@ def search_claims(adapter, graph_id, claims, store, limit, progress, label, judg
             "first_stage_ms": outcome.timings_ms.get("first_stage"), "rerank_ms": outcome.timings_ms.get("rerank"),
             "model_wait_s": round(clock.total_s - wait_before, 4),
             **counter_delta(before, judge.counters.snapshot() if judge else {}),
+            "judged": outcome.judged, "candidates": outcome.candidates,
         }
+        if judge is not None and "edges" in outcome.trace:
+            trace, started = outcome.trace["edges"], time.perf_counter()
+            record["trace"] = candidate_trace(trace, passage_cosines(adapter, claim.text, trace.passages))
+            record["cosine_s"] = round(time.perf_counter() - started, 4)
         store.add(record, persist=not fell_back(record) and not record["error"])
         progress.advance(1 + record["calls"], f"{label} claim {claim.qid} {latency:.1f}s")
+
+
+def passage_cosines(adapter, query: str, passages: list[str]) -> list[float]:
+    """The product's embedder: cosine of the query to each candidate (after the timed search)."""
+    vectors = run_on_loop(adapter.runtime.graphiti.embedder.create_batch([query, *passages]), timeout=600)
+    return cosines(vectors[0], vectors[1:])
 
 
 def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
                     ask: Callable[[str], bool] | None = None, stdin_is_tty: bool | None = None) -> dict:
     dataset = load_dataset(args.dataset)
-    claims = dataset.queries[: args.max_queries] if args.max_queries else list(dataset.queries)
+    claims = select_queries(dataset, args.query_range, args.max_queries)
     facts, abstracts = corpus_facts(dataset, claims, args.corpus)
     off, on = phase_configs(args)
-    corpus_key = run_key(dataset=str(args.dataset), corpus=args.corpus, mapping=MAPPING_VERSION,
-                         claims=None if args.corpus == "all" else [c.qid for c in claims],
-                         embedder=(off.embedding_provider, off.embedding_model))
-    graph_id = f"scifact_{corpus_key}"
+    trec = trec_graph.is_trec_folder(dataset.path)
+    if trec:  # every query's candidates: one graph for every selection of queries
+        corpus_key = run_key(dataset=str(args.dataset), mapping=trec_graph.MAPPING_VERSION,
+                             embedder=(off.embedding_provider, off.embedding_model))
+    else:
+        corpus_key = run_key(dataset=str(args.dataset), corpus=args.corpus, mapping=MAPPING_VERSION,
+                             claims=None if args.corpus == "all" else [c.qid for c in claims],
+                             embedder=(off.embedding_provider, off.embedding_model))
+    graph_id = f"{'trec' if trec else 'scifact'}_{corpus_key}"
     search_key = dict(graph=graph_id, limit=args.limit)
-    on_label = f"reranker on ({args.strategy.label})"
+    on_label = live_label(args.strategy.label, on)
     labels = {"reranker off": off, on_label: on}
     stores = {
         "reranker off": ResultStore(args.output, "off", run_key(**search_key)),
         on_label: ResultStore(args.output, "on", run_key(**search_key, model=args.config.reranker_model,
                                                           strategy=args.strategy.label, factor=on.reranker_candidates,
-                                                          concurrency=args.config.reranker_max_parallel)),
+                                                          concurrency=args.config.reranker_max_parallel,
+                                                          **live_settings(on))),
     }
     pending = {label: [c for c in claims if c.qid not in store.done] for label, store in stores.items()}
     estimate = {label: (0 if label == "reranker off" else estimate_on_calls(args, on, len(pending[label])),
                         len(pending[label]), len(claims) - len(pending[label])) for label in labels}
-    echo(f"Graph: {abstracts} abstracts as {len(facts)} facts ({args.corpus} corpus), {len(claims)} claims")
+    echo(f"Graph: {abstracts} {'passages' if trec else 'abstracts'} as {len(facts)} facts "
+         f"({'candidates union' if trec else args.corpus} corpus), {len(claims)} queries")
     for line in describe_estimate(estimate):
         echo(line)
     total_calls = sum(calls for calls, _, _ in estimate.values())
     if args.report_only:
         finished = finished_by_all(claims, stores)
         echo(f"Report only: {len(finished)} of {len(claims)} claims are finished with the reranker off and on.")
-        results = build_results(args, dataset, finished, stores, estimate, graph_id, abstracts, len(facts))
+        results = build_results(args, dataset, finished, stores, estimate, graph_id, abstracts, len(facts), on)
         write_reports(results, args.output)
         return results
     confirm_estimate(total_calls, threshold=args.confirm_above, yes=args.yes, ask=ask, stdin_is_tty=stdin_is_tty)
@@ -206,33 +252,98 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
         progress.close()
         reset_graphiti()
 
-    results = build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, len(facts))
+    results = build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, len(facts), on)
     write_reports(results, args.output)
     if interrupted:
         raise BenchInterrupted(results)
     return results
 
 
-def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, facts) -> dict:
+def live_settings(on: Config) -> dict:
+    """What orders the on phase besides model and strategy: part of its results' key."""
+    return dict(fusion=on.reranker_fusion, weight=on.reranker_fusion_weight, budget=on.reranker_budget_s,
+                trace=TRACE_VERSION)
+
+
+def live_label(strategy_label: str, on: Config) -> str:
+    fusion = "" if on.reranker_fusion == "none" else f", fusion {on.reranker_fusion} w={on.reranker_fusion_weight:g}"
+    budget = f", budget {on.reranker_budget_s:g} s" if on.reranker_budget_s else ""
+    return f"reranker on ({strategy_label}{fusion}{budget})"
+
+
+def _aggregate(records: list[dict], dataset, estimated_calls: int) -> tuple[dict, dict]:
+    records = [{key: value for key, value in record.items() if key != "trace"} for record in records]
+    aggregate, per_query = summarize(records, dataset.qrels, dataset.relevance_level)
+    latencies = [r["latency_s"] for r in records]
+    aggregate.update(
+        search_p50_s=round(percentile(latencies, 0.5), 3), search_p95_s=round(percentile(latencies, 0.95), 3),
+        first_stage_p50_ms=round(percentile([r["first_stage_ms"] or 0 for r in records], 0.5), 1),
+        rerank_p50_ms=round(percentile([r["rerank_ms"] or 0 for r in records], 0.5), 1),
+        search_errors=sum(1 for r in records if r.get("error")),
+        abstracts_per_query=round(sum(len(r["ranking"]) for r in records) / len(records), 2) if records else 0,
+        estimated_calls_run=estimated_calls,
+    )
+    judged = [r["judged"] for r in records if r.get("judged") is not None]
+    if judged:
+        aggregate["judged_per_query"] = round(sum(judged) / len(judged), 2)
+    return aggregate, per_query
+
+
+def replayed_records(records: list[dict], replay: Replay, limit: int) -> list[dict]:
+    """The on phase's records with the ranking this replay gives. Under a budget the search would
+    have ended sooner and judged fewer: latency, calls and tokens are cut to what had finished."""
+    replayed = []
+    for record in records:
+        trace = record["trace"]
+        row = {**record, "ranking": fused_ranking(trace, replay, limit)}
+        if replay.budget_s is not None:
+            judged = judged_within(trace, replay.budget_s)
+            share = judged / record["calls"] if record["calls"] else 0.0
+            row.update(latency_s=round(record["latency_s"] - max(0.0, (record["rerank_ms"] or 0) / 1000
+                                                                   - replay.budget_s), 4),
+                       judged=judged, calls=min(judged, record["calls"]),
+                       prompt_tokens=round(record["prompt_tokens"] * share),
+                       completion_tokens=round(record["completion_tokens"] * share))
+        replayed.append(row)
+    return replayed
+
+
+def cosine_records(records: list[dict], limit: int) -> list[dict]:
+    """The embedder's cosine order of the same candidates: the first stage plus embedding them."""
+    zero = dict.fromkeys(("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
+                          "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips"), 0)
+    return [{**record, **zero, "ranking": cosine_ranking(record["trace"], limit), "judged": 0,
+             "latency_s": round((record["first_stage_ms"] or 0) / 1000 + record.get("cosine_s", 0.0), 4),
+             "rerank_ms": round(record.get("cosine_s", 0.0) * 1000, 1), "model_wait_s": 0.0}
+            for record in records if record["trace"].get("cosine") is not None]
+
+
+def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, facts, on: Config) -> dict:
     wanted = [claim.qid for claim in claims]
     strategies, per_query = {}, {}
     for label, store in stores.items():
         records = [store.done[qid] for qid in wanted if qid in store.done]
-        aggregate, per_query[label] = summarize(records, dataset.qrels, dataset.relevance_level)
-        latencies = [r["latency_s"] for r in records]
-        aggregate.update(
-            search_p50_s=round(percentile(latencies, 0.5), 3), search_p95_s=round(percentile(latencies, 0.95), 3),
-            first_stage_p50_ms=round(percentile([r["first_stage_ms"] or 0 for r in records], 0.5), 1),
-            rerank_p50_ms=round(percentile([r["rerank_ms"] or 0 for r in records], 0.5), 1),
-            search_errors=sum(1 for r in records if r.get("error")),
-            abstracts_per_query=round(sum(len(r["ranking"]) for r in records) / len(records), 2) if records else 0,
-            estimated_calls_run=estimate[label][0],
-        )
-        strategies[label] = aggregate
+        strategies[label], per_query[label] = _aggregate(records, dataset, estimate[label][0])
+    on_label = next(label for label in stores if label != "reranker off")
+    traced = [record for qid in wanted if "trace" in (record := stores[on_label].done.get(qid) or {})]
+    live = Replay(on.reranker_fusion, on.reranker_fusion_weight)
+    mismatches = [r["qid"] for r in traced if fused_ranking(r["trace"], live, args.limit) != r["ranking"]]
+    budgets = [Replay(live.method, live.weight, budget) for budget in args.budgets]
+    for replay in [*args.replays, *budgets]:
+        strategies[replay.label], per_query[replay.label] = _aggregate(
+            replayed_records(traced, replay, args.limit), dataset, 0)
+    cosine = cosine_records(traced, args.limit)
+    if cosine:
+        strategies["embedder cosine alone"], per_query["embedder cosine alone"] = _aggregate(cosine, dataset, 0)
+    trec = trec_graph.is_trec_folder(dataset.path)
     return {
         "benchmark": "graph", "dataset": dataset.name, "relevance_level": dataset.relevance_level,
-        "queries_selected": len(claims), "graph_id": graph_id, "corpus": args.corpus,
-        "abstracts": abstracts, "facts": facts, "mapping": MAPPING_VERSION, "limit": args.limit,
+        "queries_selected": len(claims), "query_ids": wanted, "query_range": args.query_range,
+        "graph_id": graph_id, "corpus": "candidates union" if trec else args.corpus,
+        "abstracts": abstracts, "facts": facts, "mapping": trec_graph.MAPPING_VERSION if trec else MAPPING_VERSION,
+        "limit": args.limit, "candidates_per_query": args.limit * on.reranker_candidates,
+        "fusion": live.method, "fusion_weight": live.weight, "budget_s": on.reranker_budget_s,
+        "replayed_queries": len(traced), "replay_mismatches": mismatches,
         "model": args.config.reranker_model, "base_url": redact_url(args.config.reranker_base_url),
         "concurrency": args.config.reranker_max_parallel, "command": args.command,
         "strategies": strategies, "per_query": per_query, **args.extra,

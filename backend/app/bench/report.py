@@ -44,12 +44,15 @@ def markdown_table(results: dict) -> str:
 def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("benchmark", "dataset", "model", "base_url", "candidates", "shuffle", "seed", "concurrency",
-              "relevance_level", "token_prices_per_mtok", "date", "machine", "command") if key in results]
+              "relevance_level", "token_prices_per_mtok", "query_range", "candidates_per_query", "fusion",
+              "fusion_weight", "budget_s", "replayed_queries", "replay_mismatches", "date", "machine", "command")
+             if key in results]
     notes = []
     for label, row in results["strategies"].items():
         extras = [f"{key}={row[key]}" for key in
                   ("overhead_share", "repeat_latency_p50_ms", "repeat_latency_max_ms", "prompt_tokens_per_call",
-                   "search_p50_s", "search_p95_s", "first_stage_p50_ms", "rerank_p50_ms") if key in row]
+                   "search_p50_s", "search_p95_s", "first_stage_p50_ms", "rerank_p50_ms", "judged_per_query")
+                  if key in row]
         if extras:
             notes.append(f"- {label}: " + ", ".join(extras))
     parts = ["# Benchmark results", "", *facts, "", markdown_table(results), ""]

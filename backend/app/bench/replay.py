@@ -1,0 +1,118 @@
+"""Offline replays of graph-search reranking from stored per-candidate scores: no model call.
+
+`bench graph` stores, for every query of its reranked phase, what graph search handed the reranker
+and what the judge answered (`candidate_trace`): each first-stage candidate's passage id and score,
+the judge's evidence, when each score arrived, and the embedder's cosine. From that, the same
+`app.rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), a
+time budget's (only the scores that had arrived by then count), or the embedder's cosine order alone
+(`cosine_ranking`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.rerank.fusion import check_fusion, fuse
+
+TRACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One replayed setting: a fusion, optionally under a budget."""
+
+    method: str
+    weight: float
+    budget_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        name = "judge alone" if self.method == "none" else f"{self.method} w={self.weight:g}"
+        return f"replay: {name}" + (f", budget {self.budget_s:g} s" if self.budget_s is not None else "")
+
+
+def parse_replays(text: str, default_weight: float) -> list[Replay]:
+    """'none,rrf:0.5,linear' -> replays (weight defaults to RERANKER_FUSION_WEIGHT); ValueError if bad."""
+    replays = []
+    for part in (piece.strip() for piece in text.split(",")):
+        if not part:
+            continue
+        method, _, weight = part.partition(":")
+        try:
+            value = float(weight) if weight else default_weight
+        except ValueError:
+            raise ValueError(f"{part!r}: the weight must be a number") from None
+        check_fusion(method, value)
+        replays.append(Replay(method, value))
+    return list(dict.fromkeys(replays))
+
+
+def candidate_trace(trace: Any, cosine: Sequence[float] | None) -> dict:
+    """A search's RerankTrace (app/graph/search.py) as JSON-safe lists aligned by candidate position."""
+    judgement = trace.judgement
+    count = len(trace.passages)
+    return {
+        "version": TRACE_VERSION,
+        "doc_ids": [_doc_id(metadata) for metadata in trace.metadata],
+        "first_scores": [float(score) for score in trace.first_scores],
+        "evidence": [judgement.evidence.get(position) for position in range(count)],
+        "judged_at_s": [judgement.judged_at_s.get(position) for position in range(count)],
+        "by_score": judgement.by_score,
+        "fell_back": judgement.fell_back,
+        "cut_short": judgement.cut_short,
+        "cosine": None if cosine is None else [float(value) for value in cosine],
+    }
+
+
+def _doc_id(metadata: dict) -> str | None:
+    value = (metadata or {}).get("doc_id")
+    return None if value is None else str(value)
+
+
+def doc_ranking(doc_ids: Sequence[str | None], positions: Sequence[int]) -> list[str]:
+    """Passage/abstract ids of these candidate positions, best first, each once."""
+    return list(dict.fromkeys(doc_ids[position] for position in positions if doc_ids[position] is not None))
+
+
+def evidence_of(trace: dict, budget_s: float | None = None) -> dict[int, float]:
+    """The judge's evidence as graph search fuses it: none when nothing was judged; under a budget,
+    only the scores that had arrived by then (a passage that failed meanwhile is left in place)."""
+    judged_at = trace["judged_at_s"]
+    if not any(seconds is not None for seconds in judged_at):
+        return {}
+    evidence = {position: value for position, value in enumerate(trace["evidence"]) if value is not None}
+    if budget_s is None:
+        return evidence
+    return {position: value for position, value in evidence.items()
+            if judged_at[position] is not None and judged_at[position] <= budget_s}
+
+
+def fused_ranking(trace: dict, replay: Replay, limit: int) -> list[str]:
+    fused = fuse(trace["first_scores"], evidence_of(trace, replay.budget_s), method=replay.method,
+                 weight=replay.weight, by_score=trace["by_score"])
+    return doc_ranking(trace["doc_ids"], [hit.position for hit in fused[:limit]])
+
+
+def judged_within(trace: dict, budget_s: float | None) -> int:
+    return len(evidence_of(trace, budget_s)) if budget_s is not None else sum(
+        1 for seconds in trace["judged_at_s"] if seconds is not None)
+
+
+def cosine_ranking(trace: dict, limit: int) -> list[str]:
+    """The candidates by the embedder's cosine to the query alone (ties keep first-stage order)."""
+    cosine = trace["cosine"]
+    order = sorted(range(len(cosine)), key=lambda position: (-cosine[position], position))
+    return doc_ranking(trace["doc_ids"], order[:limit])
+
+
+def cosines(query_vector: Sequence[float], passage_vectors: Sequence[Sequence[float]]) -> list[float]:
+    if not passage_vectors:
+        return []
+    query = np.asarray(query_vector, dtype=float)
+    passages = np.asarray(passage_vectors, dtype=float)
+    norms = np.linalg.norm(passages, axis=1) * (np.linalg.norm(query) or 1.0)
+    return [float(value) for value in (passages @ query) / np.where(norms == 0, 1.0, norms)]
