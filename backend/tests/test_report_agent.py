@@ -143,6 +143,10 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     # The model was told what was wrong, and the run went on.
     section_one = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"][2]
     assert "Invalid answer: unknown tool 'summon_oracle'" in section_one.messages[-1]["content"]
+    # The model is told only the arguments it needs; the knobs it was given anyway (limit) still work.
+    system = section_one.messages[0]["content"]
+    assert "query: text" in system and "question: text" in system
+    assert not any(knob in system for knob in ("scope", "limit", "max_sub_queries", "max_entities", "max_chars"))
 
     markdown = report["markdown"]
     assert markdown.startswith("# Drinking water in Harbor town\n")

@@ -61,8 +61,14 @@ SECTION_PROMPT_TAIL = (
 )
 
 
+# Knobs the agent's model is not told about: a small model sets them badly (nodes-only searches that
+# return no fact to cite, InsightForge with one sub-query), and the agent's defaults and caps serve it.
+# A call that passes them anyway is still valid.
+AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities")
+
+
 def section_system_prompt() -> str:
-    return SECTION_PROMPT_HEAD + describe_tools() + SECTION_PROMPT_TAIL
+    return SECTION_PROMPT_HEAD + describe_tools(exclude=AGENT_HIDDEN_ARGUMENTS) + SECTION_PROMPT_TAIL
 
 
 def sub_query_messages(question: str, max_queries: int) -> list[dict[str, str]]:
@@ -99,7 +105,7 @@ def first_call(tool: str, part: str, subject: str) -> str:
     if tool == "insight_forge":
         arguments = {"question": part}
     elif tool == "interview_entities":
-        arguments = {"topic": subject or part, "questions": [part], "max_entities": 2}
+        arguments = {"topic": subject or part, "questions": [part]}
     else:
         arguments = {"query": part}
     return json.dumps({"action": "tool", "tool": tool, "arguments": arguments})
