@@ -25,7 +25,7 @@ from graphiti_core.nodes import EntityNode
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
 from app.graph import import_journal
-from app.graph.store import UnknownGraphError, cypher_rows, graph_incarnation
+from app.graph.store import UnknownGraphError, cypher_rows, graph_incarnation, validate_graph_id
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ MAX_TEXT_CHARS = {"source": 256, "target": 256, "relation": 128, "fact": 4000,
                   "source_summary": 2000, "target_summary": 2000}
 MAX_LABELS = 8
 EMBED_CHUNK = 256  # texts per embedder call: a large import is many calls, each of a few seconds at most
+# Edges per write: the driver builds each query's parameters on the graph loop, which searches share,
+# and FalkorDB holds the graph's write lock for the whole query; small writes keep both short.
+WRITE_CHUNK = 250
 _LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _METADATA_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _RESERVED_KEYS = {"uuid", "name", "fact", "group_id", "episodes", "created_at", "expired_at", "valid_at",
@@ -218,14 +221,14 @@ async def _stored_fact_keys(driver, graph_id: str, facts: list[FactInput], exist
     return {(row["source"], row["relation"], row["target"], row["fact"]) for row in rows}
 
 
-def fact_key(fact: FactInput) -> tuple[str, str, str, str]:
+def _fact_key(fact: FactInput) -> tuple[str, str, str, str]:
     """What makes two facts the same fact: an import stores each key once per graph."""
     return fact.source, _relation_name(fact.relation), fact.target, fact.fact
 
 
 def _distinct(facts: list[FactInput]) -> list[FactInput]:
     """The first fact of each key, in input order."""
-    return list({fact_key(fact): fact for fact in reversed(facts)}.values())[::-1]
+    return list({_fact_key(fact): fact for fact in reversed(facts)}.values())[::-1]
 
 
 async def _embed_missing(embedder, texts: list[str], vectors: dict[str, list[float]]) -> None:
@@ -262,6 +265,7 @@ async def import_facts(runtime, graph_id: str, facts: list[FactInput]) -> dict:
     writing run under it, so concurrent imports share entities and facts, and a delete of the graph
     either waits for the writes or makes this import fail with GraphChangedError, storing nothing.
     Any failure of the database answers ImportFailedError, with nothing left stored."""
+    validate_graph_id(graph_id)
     try:
         return await _import(runtime, graph_id, facts)
     except (UnknownGraphError, GraphChangedError, ImportFailedError, asyncio.CancelledError):
@@ -282,7 +286,7 @@ async def _import(runtime, graph_id: str, facts: list[FactInput]) -> dict:
     known = await _stored_fact_keys(driver, graph_id, distinct, guess)
     vectors: dict[str, list[float]] = {}
     await _embed_missing(embedder, [n for n in names if n not in guess], vectors)
-    await _embed_missing(embedder, [f.fact for f in distinct if fact_key(f) not in known], vectors)
+    await _embed_missing(embedder, [f.fact for f in distinct if _fact_key(f) not in known], vectors)
 
     async with runtime.graph_lock(graph_id):
         if await _incarnation_now(runtime, graph_id) != incarnation:
@@ -292,7 +296,7 @@ async def _import(runtime, graph_id: str, facts: list[FactInput]) -> dict:
         now = datetime.now(timezone.utc)
         existing = await _existing_entities(driver, graph_id, names)
         stored = await _stored_fact_keys(driver, graph_id, distinct, existing)
-        new_facts = [fact for fact in distinct if fact_key(fact) not in stored]
+        new_facts = [fact for fact in distinct if _fact_key(fact) not in stored]
         created = _new_entities(new_facts, graph_id, existing, now)
         edges = _edges(new_facts, graph_id, {**existing, **{n: node.uuid for n, node in created.items()}}, now)
         nodes = list(created.values())
@@ -321,7 +325,9 @@ async def _write(runtime, graph_id: str, nodes: list[EntityNode], edges: list[En
     pending = await import_journal.begin(runtime, graph_id, [n.uuid for n in nodes], [e.uuid for e in edges])
     try:
         driver = runtime.driver_for(graph_id)
-        await add_nodes_and_edges_bulk(driver, [], [], nodes, edges, runtime.graphiti.embedder)
+        for start in range(0, len(edges), WRITE_CHUNK):  # entities with the first chunk (one query each)
+            await add_nodes_and_edges_bulk(driver, [], [], nodes if start == 0 else [],
+                                           edges[start:start + WRITE_CHUNK], runtime.graphiti.embedder)
         await _verify_stored(driver, edges)
         await import_journal.finish(runtime, pending)
     except BaseException as error:  # also a cancelled import (its deadline passed): nothing half-written stays
