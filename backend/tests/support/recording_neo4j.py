@@ -173,7 +173,8 @@ class ScriptedNeo4j:
     """Answers for the queries the app sends: a small registry of graphs, and rules a test adds.
 
     Rules are (regex on the normalised Cypher, handler(query, params) -> rows), newest first; a
-    query no rule and no registry answer matches gets no rows (what index creation gets).
+    query no rule and no registry answer matches gets no rows (what index creation gets), except
+    an import's count of the edges it wrote, which gets all of them (a committed write stores all).
     """
 
     registry: dict[str, dict] = field(default_factory=dict)
@@ -194,6 +195,8 @@ class ScriptedNeo4j:
                 return handler(text, params)
         if "MiroGraph" in text:
             return self._registry(text, params)
+        if "RELATES_TO {uuid: u}" in text and "count(e) AS n" in text:
+            return [{"n": len(params["uuids"])}]
         return []
 
     def _registry(self, text: str, params: dict) -> list[dict]:
@@ -203,7 +206,11 @@ class ScriptedNeo4j:
         if text.startswith("MERGE"):
             if graph_id not in self.registry:
                 self.add_graph(graph_id, params.get("name"))
-            return [dict(self.registry[graph_id])]
+                self.registry[graph_id]["incarnation"] = params.get("incarnation")
+            return [{"incarnation": None, **self.registry[graph_id]}]
+        if "AS incarnation" in text:
+            row = self.registry.get(graph_id)
+            return [{"incarnation": row.get("incarnation") or row["created_at"]}] if row else []
         if "DELETE g" in text:
             self.registry.pop(graph_id, None)
             return []
