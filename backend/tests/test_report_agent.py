@@ -45,9 +45,13 @@ def section_number(messages) -> int:
     return int(re.search(r"Write section (\d+) of", messages[1]["content"]).group(1))
 
 
+LABEL = re.compile(r"\[(F\d+)\]")
+
+
 def seen_fact_ids(messages) -> list[str]:
+    """The short labels ([F1], ...) of the facts the tool results showed, in order."""
     results = [m["content"] for m in messages if m["role"] == "user" and m["content"].startswith("Result of")]
-    return list(dict.fromkeys(UUID.findall("\n".join(results))))
+    return list(dict.fromkeys(LABEL.findall("\n".join(results))))
 
 
 def planner(messages, body):
@@ -158,8 +162,10 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     assert len(cited) == 4 and cited <= set(edges)
     shown = "\n".join(m["content"] for r in chat_requests(scripted_llm) for m in r.messages
                       if m["content"].startswith("Result of"))
+    label_of = {uuid: label for s in steps if s["kind"] == "tool" for label, uuid in s["new_labels"].items()}
+    assert not UUID.search(shown)  # the model reads short labels only, never a uuid
     for uuid in cited:  # each cited fact was shown to the model and is listed under Sources with its text
-        assert uuid in shown and f"- [{uuid}] {edges[uuid]}" in markdown
+        assert f"[{label_of[uuid]}]" in shown and f"- [{uuid}] {edges[uuid]}" in markdown
     assert [s["markdown"] for s in report["sections"]] == [
         (folder / "section_01.md").read_text(), (folder / "section_02.md").read_text()]
     assert report["sections"][0]["invalid_calls"] == 1 and report["sections"][1]["tool_calls"] == 2
@@ -298,6 +304,8 @@ def test_a_model_that_only_searches_is_steered_and_never_searches_twice(agent_ba
     sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
     first = sections[3].messages  # section 1, fourth turn: it has seen every answer so far
     assert "Advice: this part asks why or asks several things: start with insight_forge" in first[1]["content"]
+    suggested = first[3]["content"].split("Named in these results, not searched yet: ")[1].split(".\n")[0]
+    assert suggested and "North Reservoir" not in suggested  # the section's own subject is not suggested
     assert "Note: you have only used search_graph in this section." in first[5]["content"]
     assert first[7]["content"].startswith("Instead of a third search_graph, insight_forge was run")
     told = sections[4].messages[-2]["content"]  # the repeat within section 1 (then WRITE_NOW): not shown again
@@ -357,3 +365,47 @@ def test_the_step_log_shows_what_the_reranker_moved(backend, scripted_llm):
     present = {entry["first_stage_rank"] for entry in search["facts"]}
     assert search["pushed_out_first_stage_ranks"] == [rank for rank in (1, 2, 3) if rank not in present]
     assert search["summary"].startswith("3 facts reranked: ") and "moved up" in search["summary"]
+
+
+def test_labels_resolve_to_the_facts_shown_and_unknown_ones_are_removed():
+    from app.report.protocol import resolve_labels, resolve_sources, salvage_write
+
+    by_label = {"F1": "0a0a0a0a-0000-4000-8000-000000000001", "F2": "0a0a0a0a-0000-4000-8000-000000000002"}
+    text, unknown = resolve_labels("Flooded [F1]. Both [F1, F2]. Made up [f9]. An F1 car.", by_label)
+    assert text == (f"Flooded [{by_label['F1']}]. Both [{by_label['F1']}] [{by_label['F2']}]. "
+                    f"Made up [{REMOVED_CITATION}]. An F1 car.") and unknown == ["F9"]
+    assert resolve_sources(["F2", "[F1]", "F7", INVENTED], by_label) == (
+        [by_label["F2"], by_label["F1"], INVENTED], ["F7"])
+    # A write cut short by max_tokens: the content so far and the labels listed after it.
+    cut = '{"action": "write", "content": "The flood [F1] came first.\\nThen [F2]", "sources": ["F1", "F'
+    assert salvage_write(cut) == ("The flood [F1] came first.\nThen [F2]", ["F1"])
+    assert salvage_write('{"action": "tool", "tool": "search_graph"') is None
+
+
+def cut_writer(messages, body):
+    """Searches once, then writes a section whose JSON is cut off mid-way (max_tokens), citing a label
+    it saw and one it never saw."""
+    kind = purpose(messages)
+    if kind == "outline":
+        return as_json({"title": "Ferry", "sections": [{"title": "Ferry timetable", "goal": "how often it sails"}]})
+    if not any(m["role"] == "assistant" for m in messages):
+        return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry island hourly"}})
+    label = seen_fact_ids(messages)[0]
+    return ('{"action": "write", "content": "The ferry sails every hour [' + label + '] and at night [F99]. '
+            'It is cheap [F98].", "sources": ["' + label + '", "F')
+
+
+def test_a_write_cut_short_keeps_its_text_and_real_citations(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=cut_writer))
+    report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    assert section["written_by"] == "model" and len(section["cited"]) == 1
+    ferry = next(e for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"] if "Harbor Ferry" in e["fact"])
+    assert section["cited"] == [ferry["uuid"]]
+    # "[F99]" sits in a sentence that keeps a real citation; "It is cheap [F98]." rests on nothing.
+    assert section["removed_citations"] == ["F99", "F98"] and section["removed_claims"] == [
+        f"It is cheap [{REMOVED_CITATION}]."]
+    assert f"The ferry sails every hour [{ferry['uuid']}] and at night [{REMOVED_CITATION}]." in report["markdown"]
+    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "write", "final"]

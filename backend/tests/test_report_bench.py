@@ -15,7 +15,7 @@ from app.bench.report_metrics import BenchRequirement, GoldPoint, aggregate, sco
 from app.bench.report_sets import default_file, load_set
 from app.config import REPO_ROOT, Config
 from app.demo.sample_graph import load_facts
-from tests.support.report_scripts import UUID, as_json, chat_requests, judge_or_chat, judge_requests, purpose
+from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, judge_requests, purpose
 
 INVENTED = "99999999-8888-4777-8666-555555555555"
 
@@ -121,8 +121,9 @@ def hospital_writer(messages, body):
         if not any(m["role"] == "assistant" for m in messages):
             return as_json({"action": "tool", "tool": "search_graph",
                             "arguments": {"query": "St. Brigid's Hospital outbreak patients", "limit": 6}})
-        shown = UUID.findall("\n".join(m["content"] for m in messages if m["content"].startswith("Result of")))
-        content = " ".join(f"The graph says so [{uuid}]." for uuid in dict.fromkeys(shown))
+        shown = re.findall(r"\[(F\d+)\]", "\n".join(m["content"] for m in messages
+                                                  if m["content"].startswith("Result of")))
+        content = " ".join(f"The graph says so [{label}]." for label in dict.fromkeys(shown))
         return as_json({"action": "write", "content": f"{content} Something else happened [{INVENTED}]."})
     return as_json({"sub_queries": []})
 

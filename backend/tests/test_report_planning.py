@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.report.planning import check_outline, requirement_parts, subject_phrase, tool_hint, words_match
+from app.report.planning import (
+    check_outline, requirement_parts, subject_phrase, tool_hint, unexplored_names, words_match,
+)
 from app.report.query_memory import QueryMemory, query_key
 
 CRISIS = "What caused the drinking-water crisis in Port Alder and who responded how?"
@@ -102,3 +104,14 @@ def test_query_memory_knows_a_query_asked_in_other_words():
     memory.note_repeat("search_graph", {"query": "the flood of Storm Edda"}, earlier, section=2)
     assert [repeat["identical"] for repeat in memory.repeats] == [True, False]
     assert memory.queries() == ["search_graph: Storm Edda flood"]
+
+
+def test_names_in_results_not_asked_about_become_suggestions():
+    names = ["Port Alder Water Authority", "Well 4", "Storm Edda", "Well 4", "Kessler Wellfield", "Port Alder",
+             "Lindgren Dairy Farm", "Boil-water advisory"]
+    asked = ["What caused the drinking-water crisis in Port Alder", "Storm Edda flood"]
+    # "Port Alder" and "Storm Edda" were asked about; the water authority's name has a word no query used.
+    assert unexplored_names(names, asked) == ["Port Alder Water Authority", "Well 4", "Kessler Wellfield",
+                                              "Lindgren Dairy Farm"]
+    assert unexplored_names(names, asked + ["Well 4 seal", "water authority"], limit=2) == [
+        "Kessler Wellfield", "Lindgren Dairy Farm"]

@@ -25,14 +25,18 @@ from typing import Any
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
-from app.report.planning import SectionPlan, check_outline, requirement_parts, subject_phrase
+from app.report.planning import SectionPlan, check_outline, requirement_parts, subject_phrase, unexplored_names
 from app.report.query_memory import QueryMemory
 from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
-from app.report.protocol import InvalidCall, parse_action, remove_unsupported_claims, verify_citations
+from app.report.protocol import (
+    InvalidCall, parse_action, remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write,
+    verify_citations,
+)
+from app.report.results import InsightResult, InterviewResult, ToolResult
 from app.report.tools import ReportTools
-from app.report.views import FactView
+from app.report.views import UUID_PATTERN, FactView
 from app.tasks import PROCESS_OWNER, Task, tasks
 
 logger = logging.getLogger(__name__)
@@ -84,7 +88,10 @@ class ReportAgent:
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
         self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
+        self.labels: dict[str, str] = {}  # uuid -> "F1": the model reads and cites these short labels
+        self.by_label: dict[str, str] = {}  # "F1" -> uuid
         self.memory = QueryMemory()  # every query asked in this run, with what it showed
+        self._last_names: list[str] = []  # entity names of the last tool result, best fact first
         self.progress: dict[str, Any] = {}
         self._report_id = ""
         self._subject = ""
@@ -202,6 +209,9 @@ class ReportAgent:
     def _action_of(self, text: str) -> tuple[str, Any, Any]:
         reply = parse_json_object(text)
         if reply is None:
+            salvaged = salvage_write(text)  # a section cut short by max_tokens is still the section
+            if salvaged is not None:
+                return "write", salvaged[0], salvaged[1]
             raise InvalidCall("the answer is not a JSON object")
         kind, value, arguments = parse_action(reply)
         if kind == "tool":
@@ -236,6 +246,9 @@ class ReportAgent:
         if (tool == "search_graph" and self._recommended_call(draft) is not None and remaining > 0
                 and draft.tools_used.count("search_graph") == PLAIN_SEARCHES_BEFORE_NUDGE):
             feedback += "\n" + prompts.nudge_feedback(draft.tool_hint, draft.part, self._subject)
+        elif remaining > 0 and self._last_names:
+            asked = [asked.query for asked in self.memory.asked.values()] + [draft.part]
+            feedback += prompts.unexplored_feedback(unexplored_names(self._last_names, asked))
         return feedback
 
     def _recommended_call(self, draft: SectionDraft) -> tuple[str, dict] | None:
@@ -277,14 +290,26 @@ class ReportAgent:
             raise ToolFailed(type(error).__name__) from None
         text = result.render()
         shown = text.text()
-        for fact in result.all_facts():
-            if fact.uuid in shown:  # a fact cut by the text budget was never shown, so cannot be cited
-                self.known.setdefault(fact.uuid, fact)
+        shown_facts = [fact for fact in result.all_facts() if fact.uuid in shown]  # cut ones cannot be cited
+        for fact in shown_facts:
+            self.known.setdefault(fact.uuid, fact)
+        new_labels = self._label(shown_facts)
+        self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
         self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
-                  search=search_movement(result, shown, arguments.get("limit")),
-                  **({"nudged_from": nudged_from} if nudged_from else {}))
-        return shown
+                  search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,
+                  **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}))
+        return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), shown)
+
+    def _label(self, facts: list[FactView]) -> dict[str, str]:
+        """Short labels for facts shown for the first time; {label: uuid} of the new ones."""
+        new = {}
+        for fact in facts:
+            if fact.uuid not in self.labels:
+                label = f"F{len(self.labels) + 1}"
+                self.labels[fact.uuid], self.by_label[label] = label, fact.uuid
+                new[label] = fact.uuid
+        return new
 
     def _write_now(self, draft: SectionDraft, messages: list[dict], failures: int) -> SectionDraft:
         """Budget spent (or the model failing): one last request for the section, then a fallback."""
@@ -294,6 +319,9 @@ class ReportAgent:
             try:
                 text = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
                 reply = parse_json_object(text)
+                salvaged = salvage_write(text) if reply is None else None
+                if salvaged is not None:  # cut short by max_tokens: the section so far
+                    return self._written(draft, salvaged[0], started, sources=salvaged[1])
                 content = reply.get("content") if reply is not None else text  # prose is accepted here
                 if isinstance(content, str) and content.strip():
                     sources = reply.get("sources") if reply is not None else None
@@ -309,7 +337,10 @@ class ReportAgent:
         return draft
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
-        content, draft.cited, draft.removed_citations = verify_citations(content, self.known, sources)
+        content, unknown = resolve_labels(content, self.by_label)
+        listed, unknown_listed = resolve_sources(sources, self.by_label)
+        content, draft.cited, removed = verify_citations(content, self.known, listed)
+        draft.removed_citations = list(dict.fromkeys(unknown + unknown_listed + removed))
         draft.content, draft.removed_claims = remove_unsupported_claims(content)
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims)
@@ -361,6 +392,16 @@ class ReportAgent:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
+
+
+def _details(result: ToolResult) -> dict[str, Any]:
+    """What a tool chose by itself, for the log: InsightForge's sub-queries, who was interviewed."""
+    if isinstance(result, InsightResult):
+        return {"sub_queries": result.sub_queries}
+    if isinstance(result, InterviewResult):
+        return {"interviewed": [interview.entity.name for interview in result.interviews],
+                "not_found": result.not_found}
+    return {}
 
 
 def start_report(config: Config, graph_id: str, requirement: str,

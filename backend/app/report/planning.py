@@ -258,3 +258,20 @@ def _fit(check: OutlineCheck, max_sections: int) -> list[SectionPlan]:
     room = max_sections - len(firsts)
     keep = set(map(id, firsts + extras[:room]))
     return [section for section in sections if id(section) in keep]
+
+
+def unexplored_names(names: list[str], asked: list[str], limit: int = 4) -> list[str]:
+    """Names seen in results (best first) that no query asked about yet: the next queries to try.
+
+    A name counts as asked when every content word of it occurs in the queries already asked
+    (stems compared), so "Port Alder" is not suggested once a query named it."""
+    asked_words = [word for query in asked for word in content_words(query)]
+    suggestions: list[str] = []
+    for name in dict.fromkeys(name.strip() for name in names if name and name.strip()):
+        words = content_words(name)
+        if not words or overlap(words, asked_words) == len(words):
+            continue
+        suggestions.append(name)
+        if len(suggestions) == limit:
+            break
+    return suggestions

@@ -49,8 +49,8 @@ SECTION_PROMPT_TAIL = (
     '{"action": "write", "content": "<the section in markdown, without its title>", '
     '"sources": ["<id of a fact used>", ...]}  to write the section.\n'
     "Write only what the tool results support. Each fact in a tool result starts with its id in square "
-    "brackets. After each statement cite the ids of the facts it rests on, in square brackets, and list "
-    "every id you used in \"sources\"; never cite an id a tool did not show you. Say plainly what the "
+    "brackets, such as [F3]. After each statement cite the ids of the facts it rests on, in square brackets, "
+    "and list every id you used in \"sources\"; never cite an id a tool did not show you. Say plainly what the "
     "graph does not tell.\n\n"
     "Choosing a tool: insight_forge for a 'why' or cause question and for a question with several parts; "
     "interview_entities when what people or organisations did or said (their stance) matters; panorama_search "
@@ -64,7 +64,8 @@ SECTION_PROMPT_TAIL = (
 # Knobs the agent's model is not told about: a small model sets them badly (nodes-only searches that
 # return no fact to cite, InsightForge with one sub-query), and the agent's defaults and caps serve it.
 # A call that passes them anyway is still valid.
-AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities")
+# Entity names are hidden too: the model invents them ("government agencies") and interviews no one.
+AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities")
 
 
 def section_system_prompt() -> str:
@@ -129,6 +130,11 @@ def section_opening(requirement: str, report_title: str, index: int, total: int,
 
 def tool_feedback(tool: str, text: str, remaining: int) -> str:
     return f"Result of {tool}:\n{text}\n\n{remaining} tool call(s) left for this section."
+
+
+def unexplored_feedback(names: list[str]) -> str:
+    """Names in the last result that no query asked about yet: concrete next queries."""
+    return ("\nNamed in these results, not searched yet: " + "; ".join(names) + ".") if names else ""
 
 
 def repeated_feedback(tool: str, query: str, section: int, same_section: bool, text: str, remaining: int) -> str:

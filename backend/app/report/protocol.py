@@ -3,6 +3,7 @@ facts that a tool really showed it."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -80,3 +81,58 @@ def remove_unsupported_claims(content: str) -> tuple[str, list[str]]:
                 kept.append(sentence)
         lines.append(" ".join(kept))
     return "\n".join(lines).strip(), removed
+
+
+# Short fact labels: the model reads [F12] instead of a 36-character uuid (about 25 tokens less per
+# citation, and nothing to mistype); the agent turns them back into uuids before checking citations.
+LABEL_PATTERN = re.compile(r"\bF(\d{1,5})\b")
+_LABEL_GROUP = re.compile(r"\[\s*(F\d{1,5}(?:\s*[,;]\s*F\d{1,5})*)\s*\]", re.IGNORECASE)
+_CONTENT_FIELD = re.compile(r'"content"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
+
+
+def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
+    """Bracketed labels ("[F3]", "[F3, F7]") as "[uuid]" each; an unknown label becomes the removal
+    marker (so its sentence is judged like an invented id). Returns (text, unknown labels)."""
+    unknown: list[str] = []
+
+    def one(label: str) -> str:
+        uuid = by_label.get(label.upper())
+        if uuid is None:
+            unknown.append(label.upper())
+            return f"[{REMOVED_CITATION}]"
+        return f"[{uuid}]"
+
+    def group(match) -> str:
+        return " ".join(one(label) for label in re.split(r"\s*[,;]\s*", match.group(1)))
+
+    return _LABEL_GROUP.sub(group, content), list(dict.fromkeys(unknown))
+
+
+def resolve_sources(sources: Any, by_label: dict[str, str]) -> tuple[list[str], list[str]]:
+    """A 'sources' field with labels and/or uuids as uuids; (uuids, unknown labels)."""
+    items = [sources] if isinstance(sources, str) else sources if isinstance(sources, list) else []
+    resolved, unknown = [], []
+    for item in (str(item) for item in items if isinstance(item, (str, int))):
+        resolved += [match.lower() for match in UUID_PATTERN.findall(item)]
+        for number in LABEL_PATTERN.findall(item.upper()):
+            label = f"F{number}"
+            (resolved.append(by_label[label]) if label in by_label else unknown.append(label))
+    return resolved, list(dict.fromkeys(unknown))
+
+
+def salvage_write(text: str) -> tuple[str, list[str]] | None:
+    """The section from a write answer cut short (by max_tokens) before its JSON closed: the
+    'content' string so far, and the labels or ids listed after it. None if there is no content."""
+    if '"write"' not in text and '"content"' not in text:
+        return None
+    match = _CONTENT_FIELD.search(text)
+    if match is None:
+        return None
+    raw = match.group(1).rstrip("\\")
+    try:
+        content = json.loads(f'"{raw}"')
+    except ValueError:
+        content = raw.replace("\\n", "\n").replace('\\"', '"')
+    tail = text[match.end():]
+    cited = [f"F{number}" for number in LABEL_PATTERN.findall(tail)] + UUID_PATTERN.findall(tail)
+    return (content.strip(), cited) if content.strip() else None
