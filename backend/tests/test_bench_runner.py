@@ -139,7 +139,7 @@ def test_repaired_rankings_and_ties_are_counted(dataset, tmp_path, scripted_llm)
 
 def test_cost_per_query_comes_from_token_prices_and_embedding_calls_are_counted_apart(dataset, tmp_path,
                                                                                        scripted_llm):
-    from app.bench.summary import TokenPrices
+    from app.bench.estimate import TokenPrices
 
     scripted_llm.responder = ranking_llm(relevance)
     args = bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "original,pointwise:json,mmr:json",

@@ -92,7 +92,9 @@ def test_duplicate_fact_texts_are_both_kept(backend, scripted_llm):
     gid = unique_graph_id()
     graph = GraphitiAdapter().graph
     graph.create(gid)
-    twin = {"source": "Harbor Ferry", "target": "Harbor Island", "relation": "connects",
+    # The same fact text between other entities: a second edge (an identical fact would be skipped as a
+    # duplicate by the import), which Graphiti's own cross-encoder search would collapse into one.
+    twin = {"source": "Harbor Town", "target": "Harbor Island", "relation": "connects",
             "fact": "The Harbor Ferry connects the town to Harbor Island every hour"}
     graph.import_facts(gid, WATER_FACTS + [twin])
     hits = graph.search(gid, "ferry to the island", limit=5).edges

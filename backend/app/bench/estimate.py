@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 DEFAULT_CONFIRM_ABOVE = 200  # model calls; about 5 minutes of a 1.5B model on 2 CPU cores
 
@@ -45,3 +46,14 @@ def confirm_estimate(
         f"The estimate of {total_calls} model calls is above {threshold}: add --yes to run them "
         f"(or lower --max-queries / --candidates, or raise --confirm-above)."
     )
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """Prices per million tokens (any currency), given on the command line; 0 for a local model."""
+
+    prompt_per_mtok: float = 0.0
+    completion_per_mtok: float = 0.0
+
+    def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
+        return (prompt_tokens * self.prompt_per_mtok + completion_tokens * self.completion_per_mtok) / 1_000_000

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.bench.datasets import Dataset, Query, load_dataset
-from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
+from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, TokenPrices, confirm_estimate, describe_estimate
 from app.bench.progress import ProgressBar
 from app.bench.rerankers import BenchReranker, StrategySpec
 from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
-from app.bench.summary import TokenPrices, counter_delta, fell_back, summarize
+from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.rerank.judge import redact_url
 from app.rerank.judge_prompt import PROMPT_VERSION

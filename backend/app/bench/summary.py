@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from app.bench.estimate import TokenPrices
 from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
 
 # Counter deltas each record carries: app.rerank.judge counters, plus the strategy's repairs and ties.
 COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
                   "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips", "embedding_calls",
                   "repairs", "ties")
-
-
-@dataclass(frozen=True)
-class TokenPrices:
-    """Prices per million tokens (any currency), given on the command line; 0 for a local model."""
-
-    prompt_per_mtok: float = 0.0
-    completion_per_mtok: float = 0.0
-
-    def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
-        return (prompt_tokens * self.prompt_per_mtok + completion_tokens * self.completion_per_mtok) / 1_000_000
 
 
 def counter_delta(before: Mapping, after: Mapping) -> dict[str, int]:

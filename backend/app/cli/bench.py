@@ -19,10 +19,9 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.bench.datasets import DatasetError
-from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
+from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused, TokenPrices
 from app.bench.import_search import ImportSearchOptions, run as run_import_search
 from app.bench.rerankers import parse_strategies, with_model_options
-from app.bench.summary import TokenPrices
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
