@@ -274,6 +274,7 @@ def test_reranker_switch_changes_the_tools_order_and_nothing_else(backend, scrip
     assert not (search.reranked or insight.reranked) and not judge_requests(scripted_llm)
 
     plain_insight, plain_interview = [f.fact for f in insight.facts], ranked_part(interview)
+    plain_search = [f.fact for f in search.facts]
 
     # The judge reverses the first stage: it scores each of search_graph's RERANKER_CANDIDATES x LIMIT
     # candidates by its RRF position (last = best); facts only the sub-queries find score low.
@@ -291,9 +292,12 @@ def test_reranker_switch_changes_the_tools_order_and_nothing_else(backend, scrip
 
     assert search.reranked and insight.reranked and judge_requests(scripted_llm)
     searched = [f.fact for f in search.facts]
-    assert searched == rrf[::-1][:LIMIT]
+    # What the judge saw for this query (RRF ties may let the candidate lists of two searches differ
+    # at their edge, so the expectation is built from this search's own candidates).
+    seen = {request.passage for request in judge_requests(scripted_llm) if request.query == SWITCH_QUERY}
+    assert searched == by_judge(sorted(seen & set(judge_score)))[:LIMIT]
     assert [f.score for f in search.facts] == [pytest.approx(judge_score[f]) for f in searched]
-    assert sorted(f.first_stage_rank for f in search.facts) == list(range(LIMIT + 1, 2 * LIMIT + 1))
+    assert searched != plain_search[:LIMIT] and max(f.first_stage_rank for f in search.facts) > LIMIT
     merged = [f.fact for f in insight.facts]
     assert merged == by_judge(merged) and merged != plain_insight and len(merged) > LIMIT
     ranked = ranked_part(interview)
