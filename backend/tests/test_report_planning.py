@@ -115,3 +115,4 @@ def test_names_in_results_not_asked_about_become_suggestions():
                                               "Lindgren Dairy Farm"]
     assert unexplored_names(names, asked + ["Well 4 seal", "water authority"], limit=2) == [
         "Kessler Wellfield", "Lindgren Dairy Farm"]
+    assert unexplored_names(names, asked, limit=0) == []

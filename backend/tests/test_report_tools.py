@@ -96,6 +96,23 @@ def test_insight_forge_merges_sub_queries_and_adds_summaries_and_chains(tools, r
     assert question in prompt[-1]["content"] and "at most 3 queries" in prompt[0]["content"]
 
 
+def test_insight_forge_drops_rewordings_and_follows_names_from_the_results(tools, report_graph, scripted_llm):
+    question = "Who directs the Harbor Water Utility?"
+    rewordings = ["the Harbor Water Utility", "who directs Harbor Water Utility"]  # nothing of their own
+    scripted_llm.responder = judge_or_chat(chat_fn=lambda messages, body: (
+        as_json({"sub_queries": rewordings}) if purpose(messages) == "sub_queries" else "unexpected"))
+    result = tools.insight_forge(report_graph, question, max_sub_queries=3, limit=4)
+    hits = GraphitiAdapter().graph.search(report_graph, question, limit=4).edges
+    named = [name for hit in hits for name in (hit.source, hit.target)]
+    assert result.sub_queries[0] == question and len(result.sub_queries) == 3
+    added = result.sub_queries[1:]
+    assert not set(added) & set(rewordings) and "Harbor Water Utility" not in added
+    assert added == [name for name in dict.fromkeys(named) if name != "Harbor Water Utility"][:2]
+    for name in added:  # each name was searched and its facts merged
+        assert any(name in fact.found_by for fact in result.facts)
+    assert result.errors == []
+
+
 @pytest.mark.parametrize("failure", [server_error(), "Sure! Here are some queries: water, algae"])
 def test_insight_forge_goes_on_with_the_question_alone(tools, report_graph, scripted_llm, failure):
     scripted_llm.responder = judge_or_chat(chat_fn=lambda messages, body: failure)

@@ -265,6 +265,8 @@ def unexplored_names(names: list[str], asked: list[str], limit: int = 4) -> list
 
     A name counts as asked when every content word of it occurs in the queries already asked
     (stems compared), so "Port Alder" is not suggested once a query named it."""
+    if limit <= 0:
+        return []
     asked_words = [word for query in asked for word in content_words(query)]
     suggestions: list[str] = []
     for name in dict.fromkeys(name.strip() for name in names if name and name.strip()):

@@ -17,6 +17,7 @@ from app.graph.store import UnknownGraphError, UnknownNodeError
 from app.graph.runtime import GraphitiAdapter
 from app.report.interview import ground_answers, interview_summary
 from app.report.llm import ReportLLM, ReportLLMError
+from app.report.planning import content_words, stem, unexplored_names
 from app.report.prompts import interview_messages, sub_query_messages
 from app.report.results import (
     DONT_KNOW, EntityInterview, InsightResult, InterviewAnswer, InterviewResult, PanoramaResult, SearchResult,
@@ -51,6 +52,19 @@ def relationship_chains(facts: list[FactView]) -> list[str]:
             if second.uuid != first.uuid and second.target_uuid != first.source_uuid:
                 paths.append(f"{first.relation_chain} -[{second.relation}]-> {second.target or '?'}")
     return relation_chains(facts) + list(dict.fromkeys(paths))[:MAX_CHAIN_PATHS]
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(word) for word in content_words(text)}
+
+
+def _best_first(merged: dict[str, FactView]) -> list[FactView]:
+    # Stable sort: on equal scores the fact found first (earlier sub-query, better rank) stays first.
+    return sorted(merged.values(), key=lambda fact: -(fact.score or 0.0))
+
+
+def _names_of(facts: list[FactView]) -> list[str]:
+    return [name for fact in facts for name in (fact.source, fact.target) if name]
 
 
 class ReportTools:
@@ -97,45 +111,63 @@ class ReportTools:
         if not self.graph.exists(graph_id):  # before spending an LLM call on the split
             raise UnknownGraphError(graph_id)
         errors: list[str] = []
-        sub_queries = self._sub_queries(question, max_sub_queries, errors)
+        sub_queries, split_usable = self._sub_queries(question, max_sub_queries, errors)
         merged: dict[str, FactView] = {}
         reranked = False
         for sub_query in sub_queries:
-            outcome = self.graph.search(graph_id, sub_query, limit=limit, scope="edges")
-            reranked = reranked or outcome.reranked
-            if outcome.error:
-                errors.append(f"search for {sub_query!r} failed: {outcome.error}")
-            for hit in outcome.edges:
-                self._merge(merged, hit, sub_query)
-        # Stable sort: on equal scores the fact found first (earlier sub-query, better rank) stays first.
-        facts = sorted(merged.values(), key=lambda fact: -(fact.score or 0.0))
+            reranked = self._search_into(merged, graph_id, sub_query, limit, errors) or reranked
+        if split_usable:  # slots the split left empty: follow the names the results brought up
+            for name in unexplored_names(_names_of(_best_first(merged)), sub_queries,
+                                         limit=max_sub_queries - len(sub_queries)):
+                sub_queries.append(name)
+                reranked = self._search_into(merged, graph_id, name, limit, errors) or reranked
+        facts = _best_first(merged)
         entities, left_out = self._entities_of(graph_id, facts)
         return InsightResult(graph_id=graph_id, question=question, sub_queries=sub_queries, facts=facts,
                              entities=entities, chains=relationship_chains(facts), reranked=reranked,
                              errors=errors, entities_left_out=left_out, **_budget(max_chars))
 
-    def _sub_queries(self, question: str, max_sub_queries: int, errors: list[str]) -> list[str]:
-        """The question itself, then up to max-1 sub-queries from the LLM; the question alone on failure."""
+    def _search_into(self, merged: dict[str, FactView], graph_id: str, query: str, limit: int,
+                     errors: list[str]) -> bool:
+        """Search one sub-query and merge its facts; whether the search was reranked."""
+        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges")
+        if outcome.error:
+            errors.append(f"search for {query!r} failed: {outcome.error}")
+        for hit in outcome.edges:
+            self._merge(merged, hit, query)
+        return outcome.reranked
+
+    def _sub_queries(self, question: str, max_sub_queries: int, errors: list[str]) -> tuple[list[str], bool]:
+        """(the question, then up to max-1 sub-queries from the LLM; whether the split was usable).
+
+        The question alone when the LLM fails. A sub-query with no content word beyond an earlier
+        query's (a rewording: "drinking water crisis in Port Alder" for "What caused the
+        drinking-water crisis in Port Alder?") would only find the same facts again, so it is dropped.
+        """
         queries = [question]
         if max_sub_queries <= 1:
-            return queries
+            return queries, False
         try:
             reply = self.llm.chat_json(sub_query_messages(question, max_sub_queries - 1), max_tokens=300)
         except ReportLLMError as error:
             errors.append(f"sub-query split failed ({error.error_class}); searched the question alone")
-            return queries
+            return queries, False
         proposed = reply.get("sub_queries")
         if not isinstance(proposed, list):
             errors.append("sub-query split gave no 'sub_queries' list; searched the question alone")
-            return queries
-        seen = {question.casefold()}
+            return queries, False
+        seen = [_stems(question)]
         for item in proposed:
-            if isinstance(item, str) and item.strip() and len(item) <= 500 and item.strip().casefold() not in seen:
-                seen.add(item.strip().casefold())
-                queries.append(item.strip())
+            if not (isinstance(item, str) and item.strip() and len(item) <= 500):
+                continue
+            words = _stems(item)
+            if not words or any(words <= earlier for earlier in seen):
+                continue
+            seen.append(words)
+            queries.append(item.strip())
             if len(queries) == max_sub_queries:
                 break
-        return queries
+        return queries, True
 
     @staticmethod
     def _merge(merged: dict[str, FactView], hit, sub_query: str) -> None:
