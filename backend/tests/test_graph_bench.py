@@ -245,3 +245,13 @@ def test_replayed_fusions_equal_the_live_search_and_cost_no_model_call(trec_subs
     again = run_graph_bench(replace(args, report_only=True, yes=False, confirm_above=0), echo=lambda line: None)
     assert scripted_llm.count == calls
     assert again["strategies"]["replay: linear w=0.5"] == rows["replay: linear w=0.5"]
+
+
+def test_replay_settings_name_method_weight_and_budget():
+    replays = parse_replays("none, rrf:0.7, linear@30, rrf:0.7", 0.5)
+    assert [(r.method, r.weight, r.budget_s) for r in replays] == [("none", 0.5, None), ("rrf", 0.7, None),
+                                                                   ("linear", 0.5, 30.0)]
+    assert [r.label for r in replays] == ["replay: judge alone", "replay: rrf w=0.7", "replay: linear w=0.5, budget 30 s"]
+    for bad in ("borda", "rrf:2", "rrf:x", "linear@0", "none@soon"):
+        with pytest.raises(ValueError):
+            parse_replays(bad, 0.5)

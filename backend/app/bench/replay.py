@@ -36,18 +36,23 @@ class Replay:
 
 
 def parse_replays(text: str, default_weight: float) -> list[Replay]:
-    """'none,rrf:0.5,linear' -> replays (weight defaults to RERANKER_FUSION_WEIGHT); ValueError if bad."""
+    """'none,rrf:0.5,linear@30' -> replays: METHOD[:WEIGHT][@BUDGET_SECONDS] (the weight defaults to
+    RERANKER_FUSION_WEIGHT); ValueError naming the bad entry."""
     replays = []
     for part in (piece.strip() for piece in text.split(",")):
         if not part:
             continue
-        method, _, weight = part.partition(":")
+        setting, _, budget = part.partition("@")
+        method, _, weight = setting.partition(":")
         try:
             value = float(weight) if weight else default_weight
+            seconds = float(budget) if budget else None
         except ValueError:
-            raise ValueError(f"{part!r}: the weight must be a number") from None
+            raise ValueError(f"{part!r}: the weight and the budget must be numbers") from None
         check_fusion(method, value)
-        replays.append(Replay(method, value))
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"{part!r}: a budget is seconds > 0")
+        replays.append(Replay(method, value, seconds))
     return list(dict.fromkeys(replays))
 
 
