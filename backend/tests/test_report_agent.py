@@ -12,6 +12,7 @@ import pytest
 from app.graph.runtime import GraphitiAdapter
 from app.report.agent import start_report
 from app.report.protocol import REMOVED_CITATION, InvalidCall, parse_action, verify_citations
+from app.report import prompts
 from app.report.prompts import WRITE_NOW
 from app.report.store import ReportStore
 from app.report.views import FactView
@@ -49,9 +50,9 @@ LABEL = re.compile(r"\[(F\d+)\]")
 
 
 def seen_fact_ids(messages) -> list[str]:
-    """The short labels ([F1], ...) of the facts the tool results showed, in order."""
-    results = [m["content"] for m in messages if m["role"] == "user" and m["content"].startswith("Result of")]
-    return list(dict.fromkeys(LABEL.findall("\n".join(results))))
+    """The short labels ([F1], ...) of the facts the tool results showed, in order (the opening
+    message holds the results of the calls the agent planned itself)."""
+    return list(dict.fromkeys(LABEL.findall("\n".join(m["content"] for m in messages if m["role"] == "user"))))
 
 
 def planner(messages, body):
@@ -105,7 +106,8 @@ def agent_backend(backend, scripted_llm):
 
 def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scripted_llm):
     config, gid = agent_backend(judge_or_chat(chat_fn=planner))
-    report_id, task = start_report(config, gid, "Is the town's drinking water in good hands?", max_sections=3)
+    report_id, task = start_report(config, gid, "Is the town's drinking water in good hands?", max_sections=3,
+                                   planned_calls=0)  # the model's own calls, turn by turn
     finished = wait_for(task.task_id)
     assert finished["state"] == "done", finished["errors"]
     expected = {"section": 2, "sections_total": 2, "tool_calls": 4, "invalid_calls": 1, "phase": "done",
@@ -180,7 +182,7 @@ def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
         return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
 
     config, gid = agent_backend(judge_or_chat(chat_fn=always_searching), REPORT_AGENT_MAX_TOOL_CALLS=2)
-    report_id, task = start_report(config, gid, "ferries", max_sections=1)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
     # The second identical query is answered from memory: no second search, and the model is told so.
@@ -206,7 +208,7 @@ def test_garbage_answers_are_counted_and_never_crash(agent_backend, scripted_llm
         return "The ferry runs every hour, the graph says."  # prose, accepted once the budget is spent
 
     config, gid = agent_backend(judge_or_chat(chat_fn=rambling), REPORT_AGENT_MAX_TOOL_CALLS=3)
-    report_id, task = start_report(config, gid, "ferries")
+    report_id, task = start_report(config, gid, "ferries", planned_calls=0)
     finished = wait_for(task.task_id)
     assert finished["state"] == "done" and finished["result"]["invalid_calls"] == 3
     log = ReportStore(config.data_dir).read(report_id)["log"]
@@ -220,7 +222,7 @@ def test_garbage_answers_are_counted_and_never_crash(agent_backend, scripted_llm
 
 def test_a_dead_model_fails_the_task_but_keeps_the_log(agent_backend, scripted_llm):
     config, gid = agent_backend(judge_or_chat(chat_fn=lambda messages, body: server_error()))
-    report_id, task = start_report(config, gid, "anything")
+    report_id, task = start_report(config, gid, "anything", planned_calls=0)
     finished = wait_for(task.task_id)
     assert finished["state"] == "failed" and "the model wrote no section" in finished["errors"][0]
     report = ReportStore(config.data_dir).read(report_id)
@@ -281,7 +283,7 @@ def plain_searcher(messages, body):
 
 def test_a_model_that_only_searches_is_steered_and_never_searches_twice(agent_backend, scripted_llm):
     config, gid = agent_backend(judge_or_chat(chat_fn=plain_searcher), REPORT_AGENT_MAX_TOOL_CALLS=4)
-    report_id, task = start_report(config, gid, STEERED, max_sections=2)
+    report_id, task = start_report(config, gid, STEERED, max_sections=2, planned_calls=0)
     finished = wait_for(task.task_id)
     assert finished["state"] == "done", finished["errors"]
     report = ReportStore(config.data_dir).read(report_id)
@@ -349,7 +351,8 @@ def test_the_step_log_shows_what_the_reranker_moved(backend, scripted_llm):
     app, _ = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_MODEL="judge",
                      RERANKER_SCORE_MODE="logprobs", RERANKER_CANDIDATES=2, **chat_settings)
     config = app.config["APP_CONFIG"]
-    report_id, task = start_report(config, gid, "How is the town's water supplied?", max_sections=1)
+    report_id, task = start_report(config, gid, "How is the town's water supplied?", max_sections=1,
+                                   planned_calls=0)
     assert wait_for(task.task_id)["state"] == "done"
     step = next(s for s in ReportStore(config.data_dir).read(report_id)["log"] if s["kind"] == "tool")
     search = step["search"]
@@ -397,7 +400,8 @@ def cut_writer(messages, body):
 
 def test_a_write_cut_short_keeps_its_text_and_real_citations(agent_backend, scripted_llm):
     config, gid = agent_backend(judge_or_chat(chat_fn=cut_writer))
-    report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
+    report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1,
+                                   planned_calls=0)
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
     (section,) = report["sections"]
@@ -409,3 +413,49 @@ def test_a_write_cut_short_keeps_its_text_and_real_citations(agent_backend, scri
         f"It is cheap [{REMOVED_CITATION}]."]
     assert f"The ferry sails every hour [{ferry['uuid']}] and at night [{REMOVED_CITATION}]." in report["markdown"]
     assert [s["kind"] for s in report["log"]] == ["plan", "tool", "write", "final"]
+
+
+def writes_at_once(messages, body):
+    """A model that writes as soon as it may, citing the first fact it was shown."""
+    kind = purpose(messages)
+    if kind == "outline":
+        return as_json({"title": "The reservoir", "sections": [
+            {"title": "Causes of the reservoir closure", "goal": "Why it closed"},
+            {"title": "Responses", "goal": "Who responded and how"}]})
+    if kind == "sub_queries":
+        return as_json({"sub_queries": ["algae bloom"]})
+    if kind == "interview":
+        uuid, fact = interview_facts(messages)[0]
+        return as_json({"answers": [{"question_index": 1, "answer": f"We know: {fact}", "fact_uuids": [uuid]}]})
+    return as_json({"action": "write", "content": f"The graph says so [{seen_fact_ids(messages)[0]}]."})
+
+
+def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=writes_at_once), REPORT_AGENT_MAX_TOOL_CALLS=4)
+    report_id, task = start_report(config, gid, STEERED, max_sections=2)  # PLANNED_CALLS (2) by default
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    tools = [s for s in report["log"] if s["kind"] == "tool"]
+    assert [(s["section"], s["tool"], s.get("planned")) for s in tools] == [
+        (1, "insight_forge", True), (1, "search_graph", True),
+        (2, "interview_entities", True), (2, "search_graph", True)]
+    assert tools[0]["arguments"]["question"] == "Why was the North Reservoir closed"
+    assert tools[2]["arguments"]["questions"] == ["who responded how (the North Reservoir closed)"]
+    assert tools[2]["arguments"]["max_entities"] == 2
+    edges = {e["uuid"]: e for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
+    for seed, follow_up in ((tools[0], tools[1]), (tools[2], tools[3])):
+        # The follow-up searches a name the seed's facts brought up, one that no query had named.
+        uuid_of = {label: uuid for t in tools for label, uuid in t["new_labels"].items()}
+        named = {edges[uuid_of[label]][end] for label in seed["shown"] for end in ("source", "target")}
+        query = follow_up["arguments"]["query"]
+        assert query in named and "Reservoir" not in query
+    assert tools[1]["arguments"]["query"] != tools[3]["arguments"]["query"]
+    sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
+    assert len(sections) == 2  # the model wrote each section in its first turn
+    opening = sections[0].messages[1]["content"]
+    assert prompts.PLANNED_INTRO in opening and "Result of insight_forge:" in opening
+    assert "Result of search_graph:" in opening and "2 tool call(s) left" in opening
+    summary = report["summary"]
+    assert summary["tool_calls"] == 4 and summary["citations"] == 2 and summary["removed_citations"] == 0
+    shown_first = tools[0]["new_labels"]["F1"]
+    assert report["sections"][0]["cited"] == [shown_first]  # [F1] came back as the fact's uuid

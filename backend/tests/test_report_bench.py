@@ -166,18 +166,23 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
         assert (record["gold_covered"], record["distractors_cited"]) == (covered, distractors)
         assert record["gold_recall"] == round(covered / len(item["gold"]), 4) and covered > 0
         assert record["removed_claims"] == 1 and INVENTED not in markdown  # the invented sentence is gone
-        assert record["tool_calls_by_tool"] == {"search_graph": 1} and record["repeated_queries"] == 0
-        assert record["agent_calls"] == 3 and record["wall_s"] > 0 and record["status"] == "done"
-        row = results["settings"][label]
-        assert (row["reports"], row["gold_recall"], row["agent_calls"]) == (1, record["gold_recall"], 3)
         steps = [json.loads(line) for line in (report / "steps.jsonl").read_text().splitlines()]
-        search = next(step["search"] for step in steps if step["kind"] == "tool")
-        assert search["reranked"] is (label != labels[0])
+        tools = [step for step in steps if step["kind"] == "tool"]
+        # The agent's two planned calls (the stance question's interview, a follow-up search), the model's search.
+        assert [(t["tool"], t.get("planned", False)) for t in tools] == [
+            ("interview_entities", True), ("search_graph", True), ("search_graph", False)]
+        assert record["tool_calls_by_tool"] == {"interview_entities": 1, "search_graph": 2}
+        assert record["repeated_queries"] == 0 and record["wall_s"] > 0 and record["status"] == "done"
+        # Outline, two interviews, the model's search turn and write turn.
+        assert record["agent_calls"] == 5
+        row = results["settings"][label]
+        assert (row["reports"], row["gold_recall"], row["agent_calls"]) == (1, record["gold_recall"], 5)
+        assert tools[2]["search"]["reranked"] is (label != labels[0])
     judged = [results["per_report"][label][0]["judge_calls"] for label in labels]
     assert judged[0] == 0 and judged[1] > 0 and sum(judged) == len(judge_requests(scripted_llm))
     cached = [results["per_report"][label][0]["judge_cache_hits"] for label in labels]
     assert judged[2] + cached[2] >= judged[1]  # the fusion run's scores: judged anew or from the cache
-    assert len(chat_requests(scripted_llm)) == 3 * 3  # per setting: the outline, the search turn, the write turn
+    assert len(chat_requests(scripted_llm)) == 3 * 5  # per setting, as counted above; nothing else
     assert "| reranker off | 1 | " in done.output and (output / "results.md").is_file()
 
     # The same command again reuses every finished report: no model request at all.

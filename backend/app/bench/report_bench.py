@@ -34,7 +34,7 @@ from app.bench.summary import counter_delta
 from app.config import Config
 from app.demo.sample_graph import ensure_sample_graph
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
-from app.report.agent import MAX_SEARCH_LIMIT, TOOL_TEXT_CHARS, ReportAgent
+from app.report.agent import MAX_SEARCH_LIMIT, PLANNED_CALLS, TOOL_TEXT_CHARS, ReportAgent
 from app.report.prompts import OUTLINE_PROMPT, SECTION_PROMPT_TAIL
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.rerank.judge import redact_url
@@ -122,6 +122,7 @@ class ReportBenchArgs:
     search_limit: int = MAX_SEARCH_LIMIT
     section_max_tokens: int = 1200
     tool_text_chars: int = TOOL_TEXT_CHARS
+    planned_calls: int = PLANNED_CALLS
     report_only: bool = False
     yes: bool = False
     confirm_above: int = DEFAULT_CONFIRM_ABOVE
@@ -159,7 +160,8 @@ def store_key(args: ReportBenchArgs, config: Config) -> str:
         reranker=(config.reranker_provider, config.reranker_model, config.reranker_strategy,
                   config.reranker_score_mode, config.reranker_candidates, config.reranker_fusion,
                   config.reranker_fusion_weight),
-        agent=(config.report_agent_max_tool_calls, args.search_limit, args.section_max_tokens, args.tool_text_chars),
+        agent=(config.report_agent_max_tool_calls, args.search_limit, args.section_max_tokens, args.tool_text_chars,
+               args.planned_calls),
         prompts=hashlib.sha256((OUTLINE_PROMPT + SECTION_PROMPT_TAIL).encode()).hexdigest()[:8],
     )
 
@@ -243,7 +245,8 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     store.create(report_id, {"graph_id": graph_id, "requirement": requirement.requirement, "status": "queued",
                              "created_at": now_iso(), "max_sections": requirement.sections, "bench": True})
     agent = ReportAgent(config, store=store, max_sections=requirement.sections, max_search_limit=args.search_limit,
-                        section_max_tokens=args.section_max_tokens, tool_text_chars=args.tool_text_chars)
+                        section_max_tokens=args.section_max_tokens, tool_text_chars=args.tool_text_chars,
+                        planned_calls=args.planned_calls)
     before = judge.counters.snapshot() if judge is not None else {}
     started = time.perf_counter()
     error = None
@@ -290,6 +293,7 @@ def build_results(args: ReportBenchArgs, requirements: list[BenchRequirement], s
         "judge_model": config.reranker_model, "judge_base_url": redact_url(config.reranker_base_url),
         "max_tool_calls_per_section": config.report_agent_max_tool_calls, "search_limit": args.search_limit,
         "tool_text_chars": args.tool_text_chars, "section_max_tokens": args.section_max_tokens,
+        "planned_calls": args.planned_calls,
         "command": args.command, "settings": settings, "per_report": per_report, **args.extra,
     }
 
@@ -354,7 +358,7 @@ def per_report_table(results: dict) -> str:
 def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("graph", "requirements", "agent_model", "judge_model", "max_tool_calls_per_section", "search_limit",
-              "tool_text_chars", "section_max_tokens", "date", "machine", "command") if results.get(key) not in (None, "")]
+              "tool_text_chars", "section_max_tokens", "planned_calls", "date", "machine", "command") if results.get(key) not in (None, "")]
     missed = [f"- {label} / {record['qid']}: missed " + "; ".join(record["missed_points"])
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")
               for label, records in results["per_report"].items() for record in records]

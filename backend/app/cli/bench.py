@@ -208,12 +208,14 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
               help="longest answer the agent's model may give per turn")
 @click.option("--tool-text-chars", type=click.IntRange(min=500), default=3000, show_default=True,
               help="size of each tool result the agent's model reads")
+@click.option("--planned-calls", type=click.IntRange(min=0, max=2), default=2, show_default=True,
+              help="tool calls the agent makes itself as a section opens (0: the model chooses every call)")
 @model_options
 @with_appcontext
 def report_command(graph_name, dataset, requirements_file, only, rerankers, strategy, fusions, settings, llm_base_url,
-                   llm_model, max_tool_calls, search_limit, section_max_tokens, tool_text_chars, base_url, model,
-                   score_mode, concurrency, timeout_s, deadline_s, max_queries, output, yes, report_only,
-                   confirm_above) -> None:
+                   llm_model, max_tool_calls, search_limit, section_max_tokens, tool_text_chars, planned_calls,
+                   base_url, model, score_mode, concurrency, timeout_s, deadline_s, max_queries, output, yes,
+                   report_only, confirm_above) -> None:
     """Write reports with the agent, reranker off and on: gold recall, distractors, tools, calls, time."""
     from app.bench.report_bench import (
         ReportBenchArgs, UnknownSettingError, describe_settings, markdown_table, reranker_settings, run_report_bench,
@@ -241,7 +243,7 @@ def report_command(graph_name, dataset, requirements_file, only, rerankers, stra
         requirement_set=requirement_set, output=folder.resolve(), config=config, settings=bench_settings,
         only=[part.strip() for part in only.split(",")] if only else None, max_requirements=max_queries,
         search_limit=search_limit, section_max_tokens=section_max_tokens, tool_text_chars=tool_text_chars,
-        report_only=report_only, yes=yes, confirm_above=confirm_above,
+        planned_calls=planned_calls, report_only=report_only, yes=yes, confirm_above=confirm_above,
         command=command_line(), extra=run_facts(),
     )
     click.echo("Settings:")

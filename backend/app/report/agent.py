@@ -49,6 +49,10 @@ MAX_LLM_FAILURES_PER_SECTION = 2
 MAX_PROPOSED_SECTIONS = 8  # the model's outline is read up to this many sections before the check
 PLAIN_SEARCHES_BEFORE_NUDGE = 2  # plain searches before the section's recommended tool is urged
 NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model call
+# Tool calls the agent makes itself when a section opens, before the model's first turn: the
+# section's recommended tool (or a search) on its own part, then a search for the first name those
+# results brought up that no query asked about. A small model otherwise writes after one call.
+PLANNED_CALLS = 2
 
 
 class ToolFailed(Exception):
@@ -77,8 +81,10 @@ class SectionDraft:
 class ReportAgent:
     def __init__(self, config: Config, *, store: ReportStore | None = None, llm: ReportLLM | None = None,
                  max_sections: int = DEFAULT_MAX_SECTIONS, tool_text_chars: int = TOOL_TEXT_CHARS,
-                 max_search_limit: int = MAX_SEARCH_LIMIT, section_max_tokens: int = SECTION_MAX_TOKENS) -> None:
+                 max_search_limit: int = MAX_SEARCH_LIMIT, section_max_tokens: int = SECTION_MAX_TOKENS,
+                 planned_calls: int = PLANNED_CALLS) -> None:
         self.config = config
+        self.planned_calls = planned_calls
         self.store = store or ReportStore(config.data_dir)
         self.llm = llm or ReportLLM.from_config(config)
         self.tools = ReportTools(config, llm=self.llm)
@@ -176,12 +182,15 @@ class ReportAgent:
         plan = outline[index - 1]
         draft = SectionDraft(index=index, title=plan.title, goal=plan.goal, part=plan.part, tool_hint=plan.tool_hint)
         self.progress.update(section=index, section_title=plan.title, tool_calls_in_section=0)
+        opening = prompts.section_opening(
+            requirement, report_title, index, len(outline), plan.title, plan.goal, done, self.budget,
+            part=plan.part, tool_hint=plan.tool_hint, subject=self._subject, asked=self.memory.queries())
+        planned = self._planned(graph_id, draft)
+        if planned:
+            opening += "\n\n" + prompts.PLANNED_INTRO + "\n\n" + "\n\n".join(planned)
         messages = [{"role": "system", "content": prompts.section_system_prompt()},
-                    {"role": "user", "content": prompts.section_opening(
-                        requirement, report_title, index, len(outline), plan.title, plan.goal, done, self.budget,
-                        part=plan.part, tool_hint=plan.tool_hint, subject=self._subject,
-                        asked=self.memory.queries())}]
-        used = failures = 0
+                    {"role": "user", "content": opening}]
+        used, failures = len(planned), 0
         while used < self.budget and failures < MAX_LLM_FAILURES_PER_SECTION:
             started = time.perf_counter()
             try:
@@ -221,11 +230,29 @@ class ReportAgent:
                 raise InvalidCall(str(error)) from None
         return kind, value, arguments
 
+    def _planned(self, graph_id: str, draft: SectionDraft) -> list[str]:
+        """The calls the agent makes itself as a section opens (PLANNED_CALLS); the model is shown their
+        results in its first message. At least one turn is always left to the model."""
+        feedback: list[str] = []
+        calls = min(self.planned_calls, self.budget - 1)
+        if calls < 1:
+            return feedback
+        tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
+        feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),
+                                   time.perf_counter(), self.budget - 1, planned=True))
+        asked = [asked.query for asked in self.memory.asked.values()] + [draft.part]
+        follow_up = unexplored_names(self._last_names, asked, limit=1)
+        if calls >= 2 and follow_up:
+            feedback.append(self._call(graph_id, draft, "search_graph",
+                                       parse_tool_arguments("search_graph", {"query": follow_up[0][:1000]}),
+                                       time.perf_counter(), self.budget - 2, planned=True))
+        return feedback
+
     def _call(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
-              remaining: int) -> str:
+              remaining: int, planned: bool = False) -> str:
         """One tool turn: maybe steered to the section's recommended tool, maybe answered from memory."""
         nudged_from = None
-        recommended = self._recommended_call(draft) if tool == "search_graph" else None
+        recommended = self._recommended_call(draft) if tool == "search_graph" and not planned else None
         if recommended is not None and draft.tools_used.count("search_graph") >= PLAIN_SEARCHES_BEFORE_NUDGE:
             nudged_from, (tool, arguments) = tool, recommended
             draft.nudged = True
@@ -236,7 +263,7 @@ class ReportAgent:
         if earlier is not None:
             return self._repeated(draft, tool, arguments, earlier, started, remaining)
         try:
-            text = self._run_tool(graph_id, draft, tool, arguments, started, nudged_from)
+            text = self._run_tool(graph_id, draft, tool, arguments, started, nudged_from, planned)
         except ToolFailed as failure:
             return f"The tool {tool} failed: {failure}. {remaining} tool call(s) left."
         self.memory.remember(tool, arguments, draft.index, draft.tool_calls, text)
@@ -276,7 +303,7 @@ class ReportAgent:
         return prompts.repeated_feedback(tool, earlier.query, earlier.section, same_section, earlier.text, remaining)
 
     def _run_tool(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
-                  nudged_from: str | None = None) -> str:
+                  nudged_from: str | None = None, planned: bool = False) -> str:
         """Run the tool; the text the model is shown. ToolFailed (logged) when the tool raised."""
         draft.tool_calls += 1
         draft.tools_used.append(tool)
@@ -298,7 +325,9 @@ class ReportAgent:
         self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
                   search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,
-                  **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}))
+                  shown=[self.labels[fact.uuid] for fact in shown_facts],
+                  **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
+                  **({"planned": True} if planned else {}))
         return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), shown)
 
     def _label(self, facts: list[FactView]) -> dict[str, str]:
@@ -404,8 +433,8 @@ def _details(result: ToolResult) -> dict[str, Any]:
     return {}
 
 
-def start_report(config: Config, graph_id: str, requirement: str,
-                 max_sections: int = DEFAULT_MAX_SECTIONS) -> tuple[str, Task]:
+def start_report(config: Config, graph_id: str, requirement: str, max_sections: int = DEFAULT_MAX_SECTIONS,
+                 planned_calls: int = PLANNED_CALLS) -> tuple[str, Task]:
     """Create the report folder and run the agent as a background task; (report_id, task)."""
     store = ReportStore(config.data_dir)
     report_id = new_report_id()
@@ -417,7 +446,7 @@ def start_report(config: Config, graph_id: str, requirement: str,
     def work(task: Task) -> dict | None:
         try:
             store.update_meta(report_id, task_id=task.task_id)
-            agent = ReportAgent(config, store=store, max_sections=max_sections)
+            agent = ReportAgent(config, store=store, max_sections=max_sections, planned_calls=planned_calls)
         except Exception as error:  # the agent never started: the report must not stay "queued"
             store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
                               finished_at=now_iso())

@@ -132,6 +132,10 @@ def tool_feedback(tool: str, text: str, remaining: int) -> str:
     return f"Result of {tool}:\n{text}\n\n{remaining} tool call(s) left for this section."
 
 
+PLANNED_INTRO = ("To start this section, the agent has already run these calls for you; their results "
+                 "follow. Call more tools if something is missing, then write.")
+
+
 def unexplored_feedback(names: list[str]) -> str:
     """Names in the last result that no query asked about yet: concrete next queries."""
     return ("\nNamed in these results, not searched yet: " + "; ".join(names) + ".") if names else ""
