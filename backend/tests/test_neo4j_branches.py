@@ -12,6 +12,7 @@ The start-failure tests use the real driver against a port where nothing listens
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -375,7 +376,8 @@ def failing_start(monkeypatch, backend):
     graph_runtime.reset_graphiti()
 
 
-def test_a_neo4j_that_does_not_answer_gets_a_clear_503_and_leaks_nothing(failing_start, backend, monkeypatch):
+def test_a_neo4j_that_does_not_answer_gets_a_clear_503_and_leaks_nothing(failing_start, backend, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG, logger="neo4j")
     _, client = backend(GRAPH_BACKEND="neo4j", NEO4J_URI=f"bolt://127.0.0.1:{_closed_port()}")
     before = _loop_tasks()
     first = client.get("/api/graph")
@@ -395,6 +397,10 @@ def test_a_neo4j_that_does_not_answer_gets_a_clear_503_and_leaks_nothing(failing
     assert all(driver._init_task is None or driver._init_task.done() for driver in failing_start)
     assert all(driver.client._closed for driver in failing_start)
     assert _loop_tasks() == before
+    # Only the reachability check touched the server: the driver's own index build (a dozen
+    # write queries that each retry for 30 s) never started, so nothing can outlive the start.
+    writes = [r for r in caplog.records if r.name.startswith("neo4j") and "access_mode='WRITE'" in r.getMessage()]
+    assert writes == []
 
 
 @pytest.mark.parametrize("refusal, at_connect, says", [

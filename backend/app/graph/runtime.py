@@ -177,8 +177,10 @@ def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]
     if config.graph_backend == "neo4j":
         from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
-        return Neo4jDriver(config.neo4j_uri, config.neo4j_user, config.neo4j_password,
-                           database=config.neo4j_database), None
+        driver = Neo4jDriver(config.neo4j_uri, config.neo4j_user, config.neo4j_password,
+                             database=config.neo4j_database)
+        _cancel_self_scheduled_indexing(driver)
+        return driver, None
 
     from graphiti_core.driver.falkordb_driver import FalkorDriver
 
@@ -195,6 +197,17 @@ def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]
     embedded = _embedded_module("app.graph.embedded_falkordb").EmbeddedFalkorDB(config.data_dir)
     embedded.start()  # we are on the loop thread: the server lives as long as the process
     return FalkorDriver(host=embedded.host, port=embedded.port), embedded
+
+
+def _cancel_self_scheduled_indexing(driver: GraphDriver) -> None:
+    """Neo4jDriver schedules its own index build the moment it is made, before anyone knows the
+    server answers. Against a server that is down, its dozen concurrent queries each retry for
+    30 s, and Python 3.11's wait_for can swallow their cancellation (a refused connect racing the
+    cancel), so they outlive the failed start. We build the indices once ourselves after the
+    reachability check; the driver's task is cancelled before its first step, so it never runs."""
+    init_task = getattr(driver, "_init_task", None)
+    if init_task is not None:
+        init_task.cancel()
 
 
 def _build_llm_and_embedder(config: Config):
