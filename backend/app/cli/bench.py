@@ -7,6 +7,7 @@ command resumes. See app/bench/ for what is measured and how.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
@@ -22,6 +23,7 @@ from app.bench.datasets import DatasetError
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused, TokenPrices
 from app.bench.import_search import ImportSearchOptions, run as run_import_search
 from app.bench.rerankers import parse_strategies, with_model_options
+from app.bench.scale import DEFAULT_SIZES, ScaleOptions, markdown_table as scale_table, run as run_scale
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
@@ -328,6 +330,55 @@ def import_search_command(facts, base_facts, interval_s, search_delay_s, target_
     click.echo(f"corrected search p95 during the import {'above' if failed else 'within'} the {target_p95_s} s target")
     if failed:
         sys.exit(1)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma list of fact counts", param_hint="--sizes") from None
+    if not sizes or sizes[0] < 1 or any(later <= earlier for earlier, later in zip(sizes, sizes[1:])):
+        raise click.BadParameter("sizes are fact counts >= 1, each larger than the one before", param_hint="--sizes")
+    return sizes
+
+
+@bench_group.command("scale")
+@click.option("--sizes", default=",".join(map(str, DEFAULT_SIZES)), show_default=True,
+              help="facts in the one graph at each step (comma list, growing)")
+@click.option("--batch-size", type=click.IntRange(min=1, max=5000), default=1000, show_default=True,
+              help="facts per import request")
+@click.option("--searches", type=click.IntRange(min=1), default=20, show_default=True,
+              help="first-stage searches (reranker off) at each size")
+@click.option("--reranked-searches", type=click.IntRange(min=0), default=3, show_default=True,
+              help="reranked searches at each size (with --base-url and --model)")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="facts per search")
+@click.option("--base-url", default=None, help="judge server for the reranked searches (none: they are skipped)")
+@click.option("--model", default=None, help="judge model for the reranked searches")
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="results folder (default: bench-out/scale)")
+def scale_command(sizes, batch_size, searches, reranked_searches, limit, base_url, model, output):
+    """Grow one graph through the sizes (served app, embedded FalkorDB, local embedder): import throughput,
+    first-stage and reranked search p50/p95, app and FalkorDB memory at each size."""
+    if bool(base_url) != bool(model):
+        raise click.BadParameter("give both --base-url and --model, or neither", param_hint="--base-url/--model")
+    options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, searches=searches,
+                           reranked_searches=reranked_searches, limit=limit, judge_base_url=base_url,
+                           judge_model=model)
+    if not options.has_judge:
+        click.echo("No judge given (--base-url and --model): reranked searches are skipped.")
+    folder = (output or DEFAULT_OUTPUT_ROOT / "scale").resolve()
+    facts = {**run_facts(), "command": command_line(),
+             "load_average_at_start": [round(value, 1) for value in os.getloadavg()]}
+    report = {**run_scale(options, log_dir=folder / "logs", echo=click.echo), **facts,
+              "load_average_at_end": [round(value, 1) for value in os.getloadavg()]}
+    table = scale_table(report)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (folder / "results.md").write_text(
+        f"{facts['command']}\n\n{facts['date']}, {facts['machine']}, load average "
+        f"{report['load_average_at_start']} -> {report['load_average_at_end']}\n\n{table}\n", encoding="utf-8")
+    click.echo(table)
+    click.echo(f"Wrote {folder}/results.json and results.md")
 
 
 commands = [bench_group]

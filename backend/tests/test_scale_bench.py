@@ -1,0 +1,66 @@
+"""`flask bench scale` at tiny sizes through the CLI: one graph grown in batches through the served
+API, and figures that come from real requests (the graph holds exactly the sizes, every search was
+sent and answered, the import took time). No timing is asserted: figures depend on the machine."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from app.cli.bench import bench_group
+
+
+def _scale(tmp_path, *args: str):
+    result = CliRunner().invoke(bench_group, ["scale", "--output", str(tmp_path / "out"), *args],
+                                catch_exceptions=False)
+    return result, tmp_path / "out"
+
+
+def test_one_graph_grows_through_the_sizes_and_each_size_is_measured(tmp_path):
+    result, out = _scale(tmp_path, "--sizes", "20,40", "--batch-size", "15", "--searches", "4")
+
+    assert result.exit_code == 0, result.output
+    assert "reranked searches are skipped" in result.output
+    report = json.loads((out / "results.json").read_text())
+    steps = report["steps"]
+    assert [step["edges"] for step in steps] == [20, 40]  # one graph, grown: counts read back from the API
+    assert [step["nodes"] for step in steps] == [30, 50]  # a sensor per fact, plus the 10 places
+    assert [step["import"]["facts"] for step in steps] == [20, 20]  # each step imports only what it adds
+    assert [[batch["facts"] for batch in step["import"]["batches"]] for step in steps] == [[15, 5], [15, 5]]
+    for step in steps:
+        assert step["import"]["facts_per_s"] > 0
+        first = step["first_stage"]
+        assert first["requests"] == 4 and first["errors"] == 0, first
+        assert 0 < first["p50_ms"] <= first["p95_ms"] <= first["max_ms"]
+        assert step["memory"]["app_rss_mib"] > 0 and step["memory"]["falkordb_rss_mib"] > 0
+        assert "reranked" not in step
+    assert report["reranked_skipped"]
+    table = (out / "results.md").read_text()
+    assert "| 20 |" in table and "| 40 |" in table and "skipped" in table
+
+
+def test_reranked_searches_ask_the_given_judge_and_report_its_share(tmp_path, scripted_llm):
+    result, out = _scale(tmp_path, "--sizes", "12", "--searches", "2", "--reranked-searches", "2",
+                         "--base-url", scripted_llm.base_url, "--model", "scripted")
+
+    assert result.exit_code == 0, result.output
+    step = json.loads((out / "results.json").read_text())["steps"][0]
+    reranked = step["reranked"]
+    assert reranked["requests"] == 2 and reranked["errors"] == 0, reranked
+    assert reranked["reranked"] == 2 and reranked["judged"] == reranked["candidates"] > 0
+    assert scripted_llm.count >= reranked["judged"]  # the judges were real HTTP requests to this server
+    assert 0 < reranked["judge_share"] < 1
+    assert step["first_stage"]["requests"] == 2 and step["edges"] == 12
+
+
+def test_sizes_must_grow(tmp_path):
+    result, _ = _scale(tmp_path, "--sizes", "40,20")
+
+    assert result.exit_code == 2 and "each larger than the one before" in result.output
+
+
+def test_a_judge_needs_both_url_and_model(tmp_path):
+    result, _ = _scale(tmp_path, "--sizes", "5", "--base-url", "http://127.0.0.1:9/v1")
+
+    assert result.exit_code == 2 and "both --base-url and --model" in result.output
