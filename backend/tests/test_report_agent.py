@@ -178,7 +178,7 @@ def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
         if purpose(messages) == "outline":
             return as_json({"title": "T", "sections": [{"title": "Ferry timetable", "goal": "g"}] * 5})
         if messages[-1]["content"] == WRITE_NOW:
-            return as_json({"action": "write", "content": "Written when told to."})
+            return as_json({"action": "write", "content": f"Written when told to [{seen_fact_ids(messages)[0]}]."})
         return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
 
     config, gid = agent_backend(judge_or_chat(chat_fn=always_searching), REPORT_AGENT_MAX_TOOL_CALLS=2)
@@ -190,7 +190,7 @@ def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
     assert report["log"][2]["identical"] is True and report["summary"]["repeated_queries"] == 1
     assert report["summary"]["tool_calls"] == 1
     assert report["outline"] == ["Ferry timetable"]  # five proposed, max_sections=1
-    assert "Written when told to." in report["markdown"]
+    assert "Written when told to [" in report["markdown"]
     sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
     assert len(sections) == 3 and "1 tool call(s) left" in sections[1].messages[-1]["content"]
     told = sections[2].messages[-2]["content"]
@@ -216,8 +216,12 @@ def test_garbage_answers_are_counted_and_never_crash(agent_backend, scripted_llm
     errors = [s["error"] for s in log if s["kind"] == "invalid_call"]
     assert errors[0] == "the answer is not a JSON object"
     assert "unknown argument(s) ['q']" in errors[1] and '"action": "tool"' in errors[2]
-    markdown = ReportStore(config.data_dir).read(report_id)["markdown"]
-    assert "## 1. Ferries" in markdown and "The ferry runs every hour" in markdown  # the requirement's own part
+    report = ReportStore(config.data_dir).read(report_id)
+    assert "## 1. Ferries" in report["markdown"]  # the requirement's own part
+    # The prose was taken as the section, but it cites nothing (no tool ran), so it is not kept.
+    assert report["sections"][0]["written_by"] == "model"
+    assert report["sections"][0]["removed_claims"] == ["The ferry runs every hour, the graph says."]
+    assert "The ferry runs every hour" not in report["markdown"]
 
 
 def test_a_dead_model_fails_the_task_but_keeps_the_log(agent_backend, scripted_llm):
@@ -459,3 +463,65 @@ def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, sc
     assert summary["tool_calls"] == 4 and summary["citations"] == 2 and summary["removed_citations"] == 0
     shown_first = tools[0]["new_labels"]["F1"]
     assert report["sections"][0]["cited"] == [shown_first]  # [F1] came back as the fact's uuid
+
+
+def broken_writer(answer):
+    """Searches once, then answers with `answer(label)`: a write whose JSON a small model got wrong.
+    Told to write once the budget is spent, it answers the same."""
+    def respond(messages, body):
+        if purpose(messages) == "outline":
+            return as_json({"title": "Ferry", "sections": [{"title": "Ferry timetable", "goal": "how often"}]})
+        if not any(m["role"] == "assistant" for m in messages):
+            return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry island hourly"}})
+        return answer(seen_fact_ids(messages)[0])
+    return respond
+
+
+@pytest.mark.parametrize("answer, kept", [
+    # The model wrapped its write twice: the section is the inner text, cited.
+    (lambda label: as_json({"action": "write", "content": as_json(
+        {"action": "write", "content": f"The ferry sails hourly [{label}].", "sources": [label]})}),
+     "The ferry sails hourly ["),
+    # Bare quotes and a raw line break inside the text: the whole text, not the part before the first quote.
+    (lambda label: '{"action": "write", "content": "The "hourly" ferry [' + label + '] sails.\nAll day.", '
+                   '"sources": ["' + label + '"]}',
+     'The "hourly" ferry ['),
+])
+def test_a_broken_write_keeps_its_text_and_never_lands_as_json(agent_backend, scripted_llm, answer, kept):
+    config, gid = agent_backend(judge_or_chat(chat_fn=broken_writer(answer)))
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    assert section["written_by"] == "model" and len(section["cited"]) == 1 and section["removed_claims"] == []
+    assert kept in report["markdown"]
+    assert '"action"' not in report["markdown"] and '"content"' not in report["markdown"]
+
+
+def test_broken_json_at_the_last_request_is_no_section_text(agent_backend, scripted_llm):
+    # Python quotes are not JSON, and there is no "content" field to salvage: the final answer
+    # (after the budget) was pasted into the report as prose before.
+    single_quoted = broken_writer(lambda label: "{'action': 'write', 'content': 'The ferry [" + label + "]'}")
+    config, gid = agent_backend(judge_or_chat(chat_fn=single_quoted), REPORT_AGENT_MAX_TOOL_CALLS=2)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    wait_for(task.task_id)
+    report = ReportStore(config.data_dir).read(report_id)
+    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "invalid_call", "section_fallback", "final"]
+    assert "'action'" not in report["markdown"]
+    assert "could not be written: the final answer was broken JSON" in report["markdown"]
+
+
+def test_a_section_that_cites_nothing_is_replaced_by_a_note(agent_backend, scripted_llm):
+    from app.report.protocol import NOT_SUPPORTED
+
+    invents = broken_writer(lambda label: as_json(
+        {"action": "write", "content": "A fire broke out on 9 March. The brigade put it out in 14 hours."}))
+    config, gid = agent_backend(judge_or_chat(chat_fn=invents))
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    assert section["cited"] == [] and section["removed_claims"] == [
+        "A fire broke out on 9 March.", "The brigade put it out in 14 hours."]
+    assert report["summary"]["removed_claims"] == 2
+    assert "fire" not in report["markdown"] and NOT_SUPPORTED in report["markdown"]

@@ -3,6 +3,7 @@ start to stored markdown, and clear 4xx answers for bad input."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -25,7 +26,8 @@ def chat_for_api(messages, body):
     if kind == "section":
         if not any(m["role"] == "assistant" for m in messages):
             return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
-        return as_json({"action": "write", "content": "The ferry runs hourly."})
+        shown = re.search(r"\[(F\d+)\]", messages[1]["content"])  # a fact the planned calls showed
+        return as_json({"action": "write", "content": "The ferry runs hourly.", "sources": [shown.group(1)]})
     return "unexpected"
 
 

@@ -10,7 +10,9 @@ never raised. A query already asked in this report is answered from memory, and 
 so (query_memory.py). A section whose question asks why, or for a stance, is steered to
 InsightForge or the interviews: advice up front, a note after two plain searches, and a third plain
 search replaced by the recommended tool. Citations of facts no tool showed are removed from the
-text, and a sentence left with no real citation is removed with them; both are counted.
+text, and a sentence left with no real citation is removed with them; a section that cites no fact
+at all is replaced by a note saying so (its sentences are counted as removed claims). A write whose
+JSON is broken (cut short, bare quotes, wrapped twice) is parsed for its text; it never lands verbatim.
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
@@ -31,8 +33,8 @@ from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.protocol import (
-    InvalidCall, parse_action, remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write,
-    verify_citations,
+    InvalidCall, drop_uncited_section, looks_like_json_action, parse_action, remove_unsupported_claims,
+    resolve_labels, resolve_sources, salvage_write, unwrap_write, verify_citations,
 )
 from app.report.results import InsightResult, InterviewResult, ToolResult
 from app.report.tools import ReportTools
@@ -351,11 +353,14 @@ class ReportAgent:
                 salvaged = salvage_write(text) if reply is None else None
                 if salvaged is not None:  # cut short by max_tokens: the section so far
                     return self._written(draft, salvaged[0], started, sources=salvaged[1])
-                content = reply.get("content") if reply is not None else text  # prose is accepted here
-                if isinstance(content, str) and content.strip():
-                    sources = reply.get("sources") if reply is not None else None
-                    return self._written(draft, content.strip(), started, sources=sources)
-                problem = "the final answer held no section text"
+                if reply is None and looks_like_json_action(text):  # JSON that does not parse is no prose
+                    problem = "the final answer was broken JSON with no section text in it"
+                else:
+                    content = reply.get("content") if reply is not None else text  # prose is accepted here
+                    if isinstance(content, str) and content.strip():
+                        sources = reply.get("sources") if reply is not None else None
+                        return self._written(draft, content.strip(), started, sources=sources)
+                    problem = "the final answer held no section text"
             except ReportLLMError as error:
                 problem = f"{error.error_class}: {error.detail}"
         else:
@@ -366,11 +371,15 @@ class ReportAgent:
         return draft
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
+        content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
         content, unknown = resolve_labels(content, self.by_label)
         listed, unknown_listed = resolve_sources(sources, self.by_label)
         content, draft.cited, removed = verify_citations(content, self.known, listed)
         draft.removed_citations = list(dict.fromkeys(unknown + unknown_listed + removed))
         draft.content, draft.removed_claims = remove_unsupported_claims(content)
+        if not draft.cited and draft.content:  # nothing the tools showed supports any of it
+            draft.content, uncited = drop_uncited_section(draft.content)
+            draft.removed_claims += uncited
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims)
         return draft

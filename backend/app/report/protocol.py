@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from app.report.llm import parse_json_object
 from app.report.views import UUID_PATTERN, FactView
 
 REMOVED_CITATION = "unverified citation removed"
@@ -87,7 +88,14 @@ def remove_unsupported_claims(content: str) -> tuple[str, list[str]]:
 # citation, and nothing to mistype); the agent turns them back into uuids before checking citations.
 LABEL_PATTERN = re.compile(r"\bF(\d{1,5})\b")
 _LABEL_GROUP = re.compile(r"\[\s*(F\d{1,5}(?:\s*[,;]\s*F\d{1,5})*)\s*\]", re.IGNORECASE)
-_CONTENT_FIELD = re.compile(r'"content"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
+_CONTENT_START = re.compile(r'"content"\s*:\s*"')
+_JSON_STRING_BODY = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
+# Where the content string of a write ends: before the "sources" field, or at the object's last brace.
+_BEFORE_SOURCES = re.compile(r'"\s*,\s*"sources"\s*:')
+_BEFORE_LAST_BRACE = re.compile(r'"\s*\}[^"]*$')
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
+# A JSON action the model meant to send: '{"action": ...', "{'content': ..." and the like.
+_JSON_ACTION = re.compile(r'\{\s*["\']?(?:action|content|tool|sources)["\']?\s*:')
 
 
 def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
@@ -121,18 +129,64 @@ def resolve_sources(sources: Any, by_label: dict[str, str]) -> tuple[list[str], 
 
 
 def salvage_write(text: str) -> tuple[str, list[str]] | None:
-    """The section from a write answer cut short (by max_tokens) before its JSON closed: the
-    'content' string so far, and the labels or ids listed after it. None if there is no content."""
+    """The section from a write answer whose JSON does not parse: cut short (by max_tokens) before it
+    closed, or with bare quotes inside the text ('the "boil-water" advisory', as a small model writes
+    it). Returns the 'content' string and the labels or ids listed after it; None if there is none."""
     if '"write"' not in text and '"content"' not in text:
         return None
-    match = _CONTENT_FIELD.search(text)
-    if match is None:
+    span = _content_span(text)
+    if span is None:
         return None
-    raw = match.group(1).rstrip("\\")
+    raw, end = span
     try:
-        content = json.loads(f'"{raw}"')
+        content = json.loads('"' + _UNESCAPED_QUOTE.sub(r'\\"', raw.rstrip("\\")) + '"', strict=False)
     except ValueError:
         content = raw.replace("\\n", "\n").replace('\\"', '"')
-    tail = text[match.end():]
+    tail = text[end:]
     cited = [f"F{number}" for number in LABEL_PATTERN.findall(tail)] + UUID_PATTERN.findall(tail)
     return (content.strip(), cited) if content.strip() else None
+
+
+def _content_span(text: str) -> tuple[str, int] | None:
+    """(the raw text of the 'content' string, where it ends in `text`). It ends before "sources" or at
+    the object's last brace when the answer has them; otherwise (cut short) at its first bare quote."""
+    start = _CONTENT_START.search(text)
+    if start is None:
+        return None
+    rest = text[start.end():]
+    end = _BEFORE_SOURCES.search(rest) or _BEFORE_LAST_BRACE.search(rest)
+    if end is not None:
+        return rest[:end.start()], start.end() + end.start()
+    body = _JSON_STRING_BODY.match(rest)
+    return body.group(0), start.end() + body.end()
+
+
+def looks_like_json_action(text: str) -> bool:
+    """True when an answer is an attempt at a JSON action (such text is never section prose)."""
+    return bool(_JSON_ACTION.search(text))
+
+
+def unwrap_write(content: str, sources: Any) -> tuple[str, Any]:
+    """A write whose content is itself a write action (the model wrapped its JSON twice, or wrote its
+    JSON inside the prose): the inner section text and its sources; anything else unchanged."""
+    if not looks_like_json_action(content):
+        return content, sources
+    inner = parse_json_object(content)
+    if inner is not None and isinstance(inner.get("content"), str) and inner["content"].strip():
+        listed = inner.get("sources")
+        return inner["content"].strip(), listed if listed is not None else sources
+    salvaged = salvage_write(content)
+    if salvaged is not None:
+        return salvaged[0], salvaged[1] or sources
+    return content, sources
+
+
+NOT_SUPPORTED = ("_No fact the tools returned supports this section: the model cited none, so its text "
+                 "was removed._")
+
+
+def drop_uncited_section(content: str) -> tuple[str, list[str]]:
+    """A section that cites no fact a tool showed (inline or under "sources") claims what nothing
+    supports, for example an invented fire: (the note NOT_SUPPORTED, its sentences as removed claims)."""
+    sentences = [sentence.strip() for line in content.split("\n") for sentence in _SENTENCE_END.split(line)]
+    return NOT_SUPPORTED, [sentence for sentence in sentences if sentence]
