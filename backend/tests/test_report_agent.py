@@ -454,6 +454,8 @@ def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, sc
         query = follow_up["arguments"]["query"]
         assert query in named and "Reservoir" not in query
     assert tools[1]["arguments"]["query"] != tools[3]["arguments"]["query"]
+    # InsightForge searched names by itself; the follow-up asks about another one.
+    assert len(tools[0]["sub_queries"]) > 1 and tools[1]["arguments"]["query"] not in tools[0]["sub_queries"]
     sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]
     assert len(sections) == 2  # the model wrote each section in its first turn
     opening = sections[0].messages[1]["content"]

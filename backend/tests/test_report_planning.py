@@ -116,3 +116,14 @@ def test_names_in_results_not_asked_about_become_suggestions():
     assert unexplored_names(names, asked + ["Well 4 seal", "water authority"], limit=2) == [
         "Kessler Wellfield", "Lindgren Dairy Farm"]
     assert unexplored_names(names, asked, limit=0) == []
+
+
+def test_a_name_most_results_mention_is_suggested_last():
+    # The first stage's top facts for a why-question: the authority is one end of three of them
+    # (a hub whose search returns them again), the wellfield of one (the edge of what was seen).
+    names = ["Port Alder Water Authority", "Port Alder", "Port Alder Water Authority", "Kessler Wellfield",
+             "Boil-water advisory", "Port Alder", "Port Alder Water Authority", "Port Alder Town Council"]
+    asked = ["What caused the drinking-water crisis in Port Alder"]
+    assert unexplored_names(names, asked) == ["Kessler Wellfield", "Boil-water advisory", "Port Alder Town Council",
+                                              "Port Alder Water Authority"]
+    assert unexplored_names(names, asked, limit=1) == ["Kessler Wellfield"]

@@ -100,6 +100,7 @@ class ReportAgent:
         self.by_label: dict[str, str] = {}  # "F1" -> uuid
         self.memory = QueryMemory()  # every query asked in this run, with what it showed
         self._last_names: list[str] = []  # entity names of the last tool result, best fact first
+        self._searched: list[str] = []  # queries tools ran by themselves (InsightForge's sub-queries)
         self.progress: dict[str, Any] = {}
         self._report_id = ""
         self._subject = ""
@@ -242,8 +243,7 @@ class ReportAgent:
         tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
         feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),
                                    time.perf_counter(), self.budget - 1, planned=True))
-        asked = [asked.query for asked in self.memory.asked.values()] + [draft.part]
-        follow_up = unexplored_names(self._last_names, asked, limit=1)
+        follow_up = unexplored_names(self._last_names, self._asked(draft), limit=1)
         if calls >= 2 and follow_up:
             feedback.append(self._call(graph_id, draft, "search_graph",
                                        parse_tool_arguments("search_graph", {"query": follow_up[0][:1000]}),
@@ -276,9 +276,13 @@ class ReportAgent:
                 and draft.tools_used.count("search_graph") == PLAIN_SEARCHES_BEFORE_NUDGE):
             feedback += "\n" + prompts.nudge_feedback(draft.tool_hint, draft.part, self._subject)
         elif remaining > 0 and self._last_names:
-            asked = [asked.query for asked in self.memory.asked.values()] + [draft.part]
-            feedback += prompts.unexplored_feedback(unexplored_names(self._last_names, asked))
+            feedback += prompts.unexplored_feedback(unexplored_names(self._last_names, self._asked(draft)))
         return feedback
+
+    def _asked(self, draft: SectionDraft) -> list[str]:
+        """Every query searched in this report so far, a tool's own sub-queries included, and the
+        section's part: a name they cover is not suggested (InsightForge may have searched it)."""
+        return [asked.query for asked in self.memory.asked.values()] + self._searched + [draft.part]
 
     def _recommended_call(self, draft: SectionDraft) -> tuple[str, dict] | None:
         """The section's recommended tool with its question, while the section has not used it yet."""
@@ -324,6 +328,8 @@ class ReportAgent:
             self.known.setdefault(fact.uuid, fact)
         new_labels = self._label(shown_facts)
         self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
+        if isinstance(result, InsightResult):
+            self._searched += result.sub_queries
         self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
                   search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,

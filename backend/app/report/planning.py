@@ -17,6 +17,7 @@ letters (caused/causes, responded/responses) or are equal.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 STOPWORDS = frozenset("""
@@ -43,6 +44,7 @@ STANCE_WORDS = ("respond", "responded", "response", "responses", "react", "react
                 "positions", "dispute", "disputed", "blame", "blamed", "apologise", "apologize", "apologized",
                 "criticise", "criticize", "criticized", "argue", "argued", "claim", "claimed", "deny", "denied")
 MIN_PREFIX = 5
+HUB_MENTIONS = 3  # a name at one end of this many facts shown is a hub (see unexplored_names)
 
 _SENTENCE_END = re.compile(r"\s*(?:[?!;]+|(?<=[a-z]{3})\.(?=\s|$))\s*")
 # "..., and who responded how" / "and by whom": a new question joined to the previous one.
@@ -264,16 +266,21 @@ def unexplored_names(names: list[str], asked: list[str], limit: int = 4) -> list
     """Names seen in results (best first) that no query asked about yet: the next queries to try.
 
     A name counts as asked when every content word of it occurs in the queries already asked
-    (stems compared), so "Port Alder" is not suggested once a query named it."""
+    (stems compared), so "Port Alder" is not suggested once a query named it. Hubs come last: a
+    name that `names` holds HUB_MENTIONS times or more (it is one end of that many facts shown) has
+    been seen from many sides, and searching it mostly returns those facts again; a name at the
+    edge of the results leads to facts not seen yet. For "What caused the drinking-water crisis in
+    Port Alder?" half of the first stage's top ten facts name the water authority, one the wellfield;
+    a search for the wellfield has the manure runoff in its top ten (the flood 11th), one for
+    the authority no cause of the crisis."""
     if limit <= 0:
         return []
     asked_words = [word for query in asked for word in content_words(query)]
+    mentions = Counter(name.strip() for name in names if name and name.strip())
     suggestions: list[str] = []
-    for name in dict.fromkeys(name.strip() for name in names if name and name.strip()):
+    for name in mentions:
         words = content_words(name)
-        if not words or overlap(words, asked_words) == len(words):
-            continue
-        suggestions.append(name)
-        if len(suggestions) == limit:
-            break
-    return suggestions
+        if words and overlap(words, asked_words) < len(words):
+            suggestions.append(name)
+    suggestions.sort(key=lambda name: mentions[name] >= HUB_MENTIONS)  # stable: best first otherwise
+    return suggestions[:limit]
