@@ -451,8 +451,10 @@ def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, sc
         # The follow-up searches a name the seed's facts brought up, one that no query had named.
         uuid_of = {label: uuid for t in tools for label, uuid in t["new_labels"].items()}
         named = {edges[uuid_of[label]][end] for label in seed["shown"] for end in ("source", "target")}
-        query = follow_up["arguments"]["query"]
-        assert query in named and "Reservoir" not in query
+        query = follow_up["arguments"]["query"]  # the name, with the subject it came up for
+        assert query.endswith(" North Reservoir closed")
+        name = query.removesuffix(" North Reservoir closed")
+        assert name in named and "Reservoir" not in name
     assert tools[1]["arguments"]["query"] != tools[3]["arguments"]["query"]
     # InsightForge searched names by itself; the follow-up asks about another one.
     assert len(tools[0]["sub_queries"]) > 1 and tools[1]["arguments"]["query"] not in tools[0]["sub_queries"]

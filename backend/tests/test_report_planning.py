@@ -127,3 +127,14 @@ def test_a_name_most_results_mention_is_suggested_last():
     assert unexplored_names(names, asked) == ["Kessler Wellfield", "Boil-water advisory", "Port Alder Town Council",
                                               "Port Alder Water Authority"]
     assert unexplored_names(names, asked, limit=1) == ["Kessler Wellfield"]
+
+
+def test_a_followed_name_is_searched_with_its_subject():
+    from app.report.planning import name_in_context
+
+    subject = "the drinking-water crisis in Port Alder"
+    assert name_in_context("Kessler Wellfield", subject) == "Kessler Wellfield drinking-water crisis in Port Alder"
+    assert name_in_context("Mara Lindqvist", "the Harbor Water Utility?") == "Mara Lindqvist Harbor Water Utility"
+    # Nothing to add when the name already holds the subject's words, or there is no subject.
+    assert name_in_context("Port Alder", "Port Alder") == "Port Alder"
+    assert name_in_context("Well 4", "") == "Well 4"

@@ -107,9 +107,11 @@ def test_insight_forge_drops_rewordings_and_follows_names_from_the_results(tools
     assert result.sub_queries[0] == question and len(result.sub_queries) == 3
     added = result.sub_queries[1:]
     assert not set(added) & set(rewordings) and "Harbor Water Utility" not in added
-    assert added == [name for name in dict.fromkeys(named) if name != "Harbor Water Utility"][:2]
-    for name in added:  # each name was searched and its facts merged
-        assert any(name in fact.found_by for fact in result.facts)
+    # Each name is searched with the question's subject, so its search stays on the question.
+    followed = [name for name in dict.fromkeys(named) if name != "Harbor Water Utility"][:2]
+    assert added == [f"{name} Harbor Water Utility" for name in followed]
+    for query in added:  # each name was searched and its facts merged
+        assert any(query in fact.found_by for fact in result.facts)
     assert result.errors == []
 
 
@@ -301,7 +303,7 @@ def test_reranker_switch_changes_the_tools_order_and_nothing_else(backend, scrip
     judge_score.update({f["fact"]: 0.02 for f in REPORT_FACTS if f["fact"] not in judge_score})
     scripted_llm.responder = judge_or_chat(lambda query, passage: judge_score.get(passage, 0.5), switch_chat)
     app, _ = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                     RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", **llm_settings)
+                     RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", RERANKER_FUSION="none", **llm_settings)
     search, insight, interview = run_every_ordered_tool(app.config["APP_CONFIG"], gid)
 
     def by_judge(facts):

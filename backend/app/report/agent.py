@@ -27,7 +27,9 @@ from typing import Any
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
-from app.report.planning import SectionPlan, check_outline, requirement_parts, subject_phrase, unexplored_names
+from app.report.planning import (
+    SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
+)
 from app.report.query_memory import QueryMemory
 from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
@@ -245,8 +247,9 @@ class ReportAgent:
                                    time.perf_counter(), self.budget - 1, planned=True))
         follow_up = unexplored_names(self._last_names, self._asked(draft), limit=1)
         if calls >= 2 and follow_up:
+            query = name_in_context(follow_up[0], self._subject)[:1000]
             feedback.append(self._call(graph_id, draft, "search_graph",
-                                       parse_tool_arguments("search_graph", {"query": follow_up[0][:1000]}),
+                                       parse_tool_arguments("search_graph", {"query": query}),
                                        time.perf_counter(), self.budget - 2, planned=True))
         return feedback
 

@@ -130,6 +130,22 @@ def with_subject(part: str, subject: str) -> str:
     return f"{part} ({subject})"
 
 
+def name_in_context(name: str, subject: str) -> str:
+    """The query for a name followed up from results: the name with the subject it came up for.
+
+    Alone, a name finds whatever the graph says about it ("Port Alder Fire Brigade" finds a dinghy
+    rescue and a festival's foam party); with the subject its search stays on the question
+    ("Port Alder Fire Brigade drinking-water crisis in Port Alder" finds the bottled-water deliveries).
+    """
+    words = subject.split()
+    while words and words[0].lower() in ("the", "a", "an"):
+        words = words[1:]
+    subject = " ".join(words).rstrip("?!.,;: ")
+    if not subject or overlap(content_words(subject), content_words(name)) == len(content_words(subject)):
+        return name
+    return f"{name} {subject}"
+
+
 def tool_hint(text: str) -> str | None:
     """insight_forge for why/cause or several-part questions, interview_entities for stances, else None."""
     words = tokens(text)

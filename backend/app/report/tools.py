@@ -17,7 +17,7 @@ from app.graph.store import UnknownGraphError, UnknownNodeError
 from app.graph.runtime import GraphitiAdapter
 from app.report.interview import ground_answers, interview_summary
 from app.report.llm import ReportLLM, ReportLLMError
-from app.report.planning import content_words, stem, unexplored_names
+from app.report.planning import content_words, name_in_context, stem, subject_phrase, unexplored_names
 from app.report.prompts import interview_messages, sub_query_messages
 from app.report.results import (
     DONT_KNOW, EntityInterview, InsightResult, InterviewAnswer, InterviewResult, PanoramaResult, SearchResult,
@@ -119,8 +119,9 @@ class ReportTools:
         if split_usable:  # slots the split left empty: follow the names the results brought up
             for name in unexplored_names(_names_of(_best_first(merged)), sub_queries,
                                          limit=max_sub_queries - len(sub_queries)):
-                sub_queries.append(name)
-                reranked = self._search_into(merged, graph_id, name, limit, errors) or reranked
+                query = name_in_context(name, subject_phrase(question))  # the name as it bears on the question
+                sub_queries.append(query)
+                reranked = self._search_into(merged, graph_id, query, limit, errors) or reranked
         facts = _best_first(merged)
         entities, left_out = self._entities_of(graph_id, facts)
         return InsightResult(graph_id=graph_id, question=question, sub_queries=sub_queries, facts=facts,
