@@ -32,6 +32,8 @@ FAST = dict(
     RERANKER_API_KEY=API_KEY, RERANKER_TIMEOUT_S=TIMEOUT_S, RERANKER_DEADLINE_S=DEADLINE_S,
     # Failures of one test must not open the breaker for the next; the breaker has its own test.
     RERANKER_BREAKER_THRESHOLD=1000, RERANKER_CACHE_SIZE=0,
+    # The judge's own order: these tests check the judge's failure handling; fusion has test_fusion.py.
+    RERANKER_FUSION="none",
 )
 
 

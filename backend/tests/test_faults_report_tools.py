@@ -49,6 +49,7 @@ def faulty_client(backend, llm, water_graph):
         RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=llm.base_url, RERANKER_MODEL="judge-model",
         RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=TIMEOUT_S, RERANKER_DEADLINE_S=DEADLINE_S,
         RERANKER_BREAKER_THRESHOLD=1000, RERANKER_CACHE_SIZE=0,
+        RERANKER_FUSION="none",  # the judge's own order: these tests check failure handling, not fusion
         LLM_BASE_URL=llm.base_url, LLM_MODEL_NAME="chat-model", LLM_TIMEOUT_S=LLM_TIMEOUT_S,
     )
     graphiti_adapter.GraphitiAdapter(app.config["APP_CONFIG"]).runtime  # /health shows stats once built

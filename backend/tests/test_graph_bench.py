@@ -70,8 +70,9 @@ def subset(tmp_path_factory):
 def graph_args(folder, output, base_url, **overrides):
     values = dict(
         dataset=folder, output=output, max_queries=None, limit=5, corpus="candidates",
-        config=with_model_options(Config.from_env(), base_url=base_url, model="scripted", concurrency=2,
-                                  timeout_s=10, deadline_s=30),
+        # The judge's own order (fusion is replayed, and has its own test below).
+        config=with_model_options(replace(Config.from_env(), reranker_fusion="none"), base_url=base_url,
+                                  model="scripted", concurrency=2, timeout_s=10, deadline_s=30),
         strategy=parse_strategies("pointwise:logprobs", "logprobs")[0], yes=True,
     )
     values.update(overrides)

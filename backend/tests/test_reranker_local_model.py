@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.config import Config
 from app.graph.runtime import GraphitiAdapter
 from tests.conftest import unique_graph_id
 
@@ -39,6 +40,8 @@ def test_the_relevant_fact_outranks_keyword_distractors(backend, local_llm, loca
     stats = GraphitiAdapter().runtime.reranker.stats()
     assert outcome.error is None and outcome.reranked
     assert outcome.edges[0].fact == RELEVANT, [(hit.fact, hit.rerank_score) for hit in outcome.edges]
+    # The default fusion put it first, and on the judge's own evidence too, not only the first stage's.
+    assert outcome.fusion == Config().reranker_fusion
     assert outcome.edges[0].rerank_score > outcome.edges[1].rerank_score
     # Real model answers, no fallback: every candidate was scored by the model in the asked mode.
     assert stats["fallbacks"] == 0 and stats["passage_failures"] == 0
