@@ -145,6 +145,9 @@ def test_ctrl_c_stops_everything_the_demo_started(tmp_path):
     demo = subprocess.Popen(
         [sys.executable, "-m", "flask", "--app", "app", "demo"], cwd=BACKEND, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        # A runner started in the background (`cmd &`, nohup) passes SIGINT down ignored, and Python
+        # then never turns it into KeyboardInterrupt: the child gets Ctrl-C's default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     config = dataclasses.replace(Config.from_env(), local_llm_port=port, local_llm_model=LIFECYCLE_MODEL,
                                  data_dir=tmp_path)
