@@ -529,3 +529,35 @@ def test_a_section_that_cites_nothing_is_replaced_by_a_note(agent_backend, scrip
         "A fire broke out on 9 March.", "The brigade put it out in 14 hours."]
     assert report["summary"]["removed_claims"] == 2
     assert "fire" not in report["markdown"] and NOT_SUPPORTED in report["markdown"]
+
+
+def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend, scripted_llm):
+    # The 1.5B model wrote section 2 of a real run as the interview's text: fact lines with their
+    # relation chains and ranking, "[cites: F9]" and the truncation note.
+    def paste(label):
+        return as_json({"action": "write", "content": f"The ferry is run by the town. [cites: {label}]\n" + "\n".join(
+            line for line in PASTED["text"].split("\n") if line.startswith(("- [F", "[truncated")))})
+
+    PASTED = {}
+
+    def respond(messages, body):
+        shown = [m["content"] for m in messages if m["content"].startswith("Result of search_graph:")]
+        if shown:
+            PASTED["text"] = shown[0]
+        return broken_writer(paste)(messages, body)
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=respond), REPORT_AGENT_MAX_TOOL_CALLS=3)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    assert "- [F" in PASTED["text"] and "first-stage #" in PASTED["text"]  # what was pasted
+    body = report["markdown"].split("Sources:")[0]
+    assert "first-stage #" not in body and "-[" not in body and "[cites:" not in body
+    assert "[truncated to stay within" not in body
+    edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
+    pasted = [line for line in body.split("\n") if line.startswith("- ")]
+    assert pasted and len(section["cited"]) == len(pasted)
+    for line in pasted:  # "- <fact> [<uuid>]"
+        uuid = UUID.search(line).group(0)
+        assert line == f"- {edges[uuid]} [{uuid}]"

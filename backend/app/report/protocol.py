@@ -98,6 +98,26 @@ _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 _JSON_ACTION = re.compile(r'\{\s*["\']?(?:action|content|tool|sources)["\']?\s*:')
 
 
+# Tool-result text a small model copies into its section: a fact line with its relation chain, time and
+# ranking in brackets, the truncation note, an interview answer's "[cites: F3]".
+_PASTED_FACT = re.compile(r"^(\s*-\s*)\[([^\]]+)\]\s*(.+?)\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")
+_TRUNCATION_NOTE = re.compile(r"^\s*\[truncated to stay within \d+ characters[^\]]*\]\s*$")
+_CITES_NOTE = re.compile(r"\[cites:\s*([^\]]*)\]", re.IGNORECASE)
+
+
+def tidy_pasted_results(content: str) -> str:
+    """Tool-result lines pasted into a section as plain cited lines: "- [F3] fact (A -[R]-> B; valid
+    ...; score 0.5, first-stage #2)" becomes "- fact [F3]", "[cites: F3, F4]" becomes "[F3, F4]", and
+    the tool's truncation note goes (it speaks of the tool's text, not of the report)."""
+    lines = []
+    for line in content.split("\n"):
+        if _TRUNCATION_NOTE.match(line):
+            continue
+        line = _PASTED_FACT.sub(lambda match: f"{match.group(1)}{match.group(3)} [{match.group(2)}]", line)
+        lines.append(_CITES_NOTE.sub(lambda match: f"[{match.group(1).strip()}]", line))
+    return "\n".join(lines)
+
+
 def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
     """Bracketed labels ("[F3]", "[F3, F7]") as "[uuid]" each; an unknown label becomes the removal
     marker (so its sentence is judged like an invented id). Returns (text, unknown labels)."""
