@@ -13,7 +13,7 @@ import pytest
 
 from app.bench.estimate import ConfirmationRefused
 from app.bench.rerankers import parse_strategies, with_model_options
-from app.bench.runner import RerankBenchArgs, run_rerank_bench
+from app.bench.runner import RerankBenchArgs, run_rerank_bench, store_key
 from app.config import Config
 from tests.support.scripted_llm import delay, garbage, judge, unused_base_url
 from tests.support.scripted_rankers import listwise_reply, ranking_llm
@@ -199,6 +199,17 @@ def test_a_rerun_with_other_strategy_knobs_does_not_reuse_results(dataset, tmp_p
     assert "0 reused" in " ".join(run(3)) and scripted_llm.count > after_first
     after_second = scripted_llm.count
     assert "3 reused" in " ".join(run(2)) and scripted_llm.count == after_second
+
+
+def test_mmr_results_are_keyed_by_the_embedder_that_judged_redundancy(dataset, tmp_path):
+    """MMR's diversity comes from the embedder: a run with another embedder is not reused; other
+    strategies do not depend on it."""
+    def key(strategy: str, provider: str) -> str:
+        args = bench_args(dataset, tmp_path, unused_base_url(), strategy, base=Config(embedding_provider=provider))
+        return store_key(args, args.strategies[0])
+
+    assert key("mmr:logprobs", "local") != key("mmr:logprobs", "openai")
+    assert key("pointwise:logprobs", "local") == key("pointwise:logprobs", "openai")
 
 
 def test_a_query_whose_rerank_fell_back_is_reported_but_retried_later(dataset, tmp_path, scripted_llm):

@@ -80,6 +80,9 @@ def store_key(args: RerankBenchArgs, spec: StrategySpec) -> str:
     )
     if spec.uses_model and spec.name != "pointwise":  # pointwise keys predate these fields: kept as they were
         model_part.update(strategy_prompt=STRATEGY_PROMPT_VERSION, knobs=strategy_settings(args.config or Config(), spec.name))
+    if spec.name == "mmr":  # the embedder decides what is redundant: another embedder is another result
+        config = args.config or Config()
+        model_part.update(embedder=(config.embedding_provider, config.embedding_model))
     return run_key(dataset=str(args.dataset), label=spec.label, candidates=args.candidates,
                    shuffle=args.shuffle, seed=args.seed if args.shuffle else None, **model_part)
 
