@@ -561,3 +561,36 @@ def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend
     for line in pasted:  # "- <fact> [<uuid>]"
         uuid = UUID.search(line).group(0)
         assert line == f"- {edges[uuid]} [{uuid}]"
+
+
+def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, scripted_llm):
+    # The 1.5B model of a real run pasted search results as bare fact text, each relation chain on a
+    # line of its own and no label: the section was removed as uncited though every line was a fact.
+    def paste(label):
+        facts = [_PASTED_LINE.match(line) for line in PASTED["text"].split("\n")]
+        return as_json({"action": "write", "content": "\n".join(
+            f"{match.group(2)}\n({match.group(3)})" for match in facts if match)})
+
+    PASTED = {}
+
+    def respond(messages, body):
+        shown = [m["content"] for m in messages if m["content"].startswith("Result of search_graph:")]
+        if shown:
+            PASTED["text"] = shown[0]
+        return broken_writer(paste)(messages, body)
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=respond), REPORT_AGENT_MAX_TOOL_CALLS=3)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    body = report["markdown"].split("Sources:")[0]
+    edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
+    pasted = [line for line in body.split("\n") if UUID.search(line)]
+    assert pasted and len(section["cited"]) == len(pasted) and "-[" not in body
+    for line in pasted:  # "<fact> [<uuid>]"
+        uuid = UUID.search(line).group(0)
+        assert line == f"{edges[uuid]} [{uuid}]"
+
+
+_PASTED_LINE = re.compile(r"^\s*-\s*\[([^\]]+)\]\s*(.+?)\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")

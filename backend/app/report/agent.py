@@ -35,8 +35,9 @@ from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.protocol import (
-    InvalidCall, drop_uncited_section, looks_like_json_action, parse_action, remove_unsupported_claims,
-    resolve_labels, resolve_sources, salvage_write, tidy_pasted_results, unwrap_write, verify_citations,
+    InvalidCall, cite_copied_facts, drop_uncited_section, looks_like_json_action, parse_action,
+    remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results, unwrap_write,
+    verify_citations,
 )
 from app.report.results import InsightResult, InterviewResult, ToolResult
 from app.report.tools import ReportTools
@@ -381,7 +382,7 @@ class ReportAgent:
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
         content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
-        content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
+        content, unknown = resolve_labels(cite_copied_facts(tidy_pasted_results(content), self.known), self.by_label)
         listed, unknown_listed = resolve_sources(sources, self.by_label)
         content, draft.cited, removed = verify_citations(content, self.known, listed)
         draft.removed_citations = list(dict.fromkeys(unknown + unknown_listed + removed))

@@ -118,6 +118,23 @@ def tidy_pasted_results(content: str) -> str:
     return "\n".join(lines)
 
 
+_PASTED_CHAIN = re.compile(r"^\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")
+
+
+def cite_copied_facts(content: str, known: dict[str, FactView]) -> str:
+    """A line that is, word for word, a fact a tool returned cites that fact (a small model pastes
+    results without their labels: a real run lost a whole section of exact facts that way), and a
+    relation chain pasted on a line of its own goes, like the chains tidy_pasted_results removes."""
+    by_text = {view.fact.strip(): uuid for uuid, view in known.items()}
+    lines = []
+    for line in content.split("\n"):
+        if _PASTED_CHAIN.match(line):
+            continue
+        uuid = by_text.get(line.strip().lstrip("-*").strip())
+        lines.append(f"{line.rstrip()} [{uuid}]" if uuid else line)
+    return "\n".join(lines)
+
+
 def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
     """Bracketed labels ("[F3]", "[F3, F7]") as "[uuid]" each; an unknown label becomes the removal
     marker (so its sentence is judged like an invented id). Returns (text, unknown labels)."""
