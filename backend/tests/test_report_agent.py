@@ -563,13 +563,14 @@ def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend
         assert line == f"- {edges[uuid]} [{uuid}]"
 
 
-def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, scripted_llm):
-    # The 1.5B model of a real run pasted search results as bare fact text, each relation chain on a
-    # line of its own and no label: the section was removed as uncited though every line was a fact.
+@pytest.mark.parametrize("joiner", ["\n", " "])
+def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, scripted_llm, joiner):
+    # The 1.5B model of a real run pasted search results as bare fact text, each followed by its
+    # relation chain, no label, in one paragraph: the section was removed as uncited though it was facts.
     def paste(label):
         facts = [_PASTED_LINE.match(line) for line in PASTED["text"].split("\n")]
-        return as_json({"action": "write", "content": "\n".join(
-            f"{match.group(2)}\n({match.group(3)})" for match in facts if match)})
+        return as_json({"action": "write", "content": joiner.join(
+            f"{match.group(2)}{joiner}({match.group(3)})" for match in facts if match)})
 
     PASTED = {}
 
@@ -586,11 +587,9 @@ def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, script
     (section,) = report["sections"]
     body = report["markdown"].split("Sources:")[0]
     edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
-    pasted = [line for line in body.split("\n") if UUID.search(line)]
-    assert pasted and len(section["cited"]) == len(pasted) and "-[" not in body
-    for line in pasted:  # "<fact> [<uuid>]"
-        uuid = UUID.search(line).group(0)
-        assert line == f"{edges[uuid]} [{uuid}]"
+    assert section["cited"] and "-[" not in body
+    for uuid in section["cited"]:  # each pasted fact, cited right after its text
+        assert f"{edges[uuid]} [{uuid}]" in body
 
 
 _PASTED_LINE = re.compile(r"^\s*-\s*\[([^\]]+)\]\s*(.+?)\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")

@@ -382,7 +382,8 @@ class ReportAgent:
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
         content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
-        content, unknown = resolve_labels(cite_copied_facts(tidy_pasted_results(content), self.known), self.by_label)
+        content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
+        content = cite_copied_facts(content, self.known)  # after the labels: a labelled fact is cited already
         listed, unknown_listed = resolve_sources(sources, self.by_label)
         content, draft.cited, removed = verify_citations(content, self.known, listed)
         draft.removed_citations = list(dict.fromkeys(unknown + unknown_listed + removed))

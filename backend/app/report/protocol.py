@@ -118,21 +118,19 @@ def tidy_pasted_results(content: str) -> str:
     return "\n".join(lines)
 
 
-_PASTED_CHAIN = re.compile(r"^\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")
+_PASTED_CHAIN = re.compile(r"\s*\([^()]*-\[[^\]]*\]->[^()]*\)")
 
 
 def cite_copied_facts(content: str, known: dict[str, FactView]) -> str:
-    """A line that is, word for word, a fact a tool returned cites that fact (a small model pastes
-    results without their labels: a real run lost a whole section of exact facts that way), and a
-    relation chain pasted on a line of its own goes, like the chains tidy_pasted_results removes."""
-    by_text = {view.fact.strip(): uuid for uuid, view in known.items()}
-    lines = []
-    for line in content.split("\n"):
-        if _PASTED_CHAIN.match(line):
-            continue
-        uuid = by_text.get(line.strip().lstrip("-*").strip())
-        lines.append(f"{line.rstrip()} [{uuid}]" if uuid else line)
-    return "\n".join(lines)
+    """Text that is, word for word, a fact a tool returned cites that fact (a small model pastes
+    results without their labels, in lines or in one paragraph: a real run lost a whole section of
+    exact facts that way), and the relation chains pasted with them go, as in tidy_pasted_results."""
+    content = _PASTED_CHAIN.sub("", content)
+    for uuid, view in known.items():
+        fact = view.fact.strip()
+        if fact and fact in content and uuid not in content:
+            content = content.replace(fact, f"{fact} [{uuid}]", 1)
+    return content
 
 
 def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
