@@ -531,6 +531,21 @@ def test_a_section_that_cites_nothing_is_replaced_by_a_note(agent_backend, scrip
     assert "fire" not in report["markdown"] and NOT_SUPPORTED in report["markdown"]
 
 
+def _report_of_a_paster(agent_backend, paste, pasted: dict):
+    """One section written by a model that writes `paste(label)`; `pasted["text"]` is the first
+    search_graph result it was shown."""
+    def respond(messages, body):
+        shown = [m["content"] for m in messages if m["content"].startswith("Result of search_graph:")]
+        if shown:
+            pasted["text"] = shown[0]
+        return broken_writer(paste)(messages, body)
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=respond), REPORT_AGENT_MAX_TOOL_CALLS=3)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    assert wait_for(task.task_id)["state"] == "done"
+    return config, gid, ReportStore(config.data_dir).read(report_id)
+
+
 def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend, scripted_llm):
     # The 1.5B model wrote section 2 of a real run as the interview's text: fact lines with their
     # relation chains and ranking, "[cites: F9]" and the truncation note.
@@ -539,17 +554,7 @@ def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend
             line for line in PASTED["text"].split("\n") if line.startswith(("- [F", "[truncated")))})
 
     PASTED = {}
-
-    def respond(messages, body):
-        shown = [m["content"] for m in messages if m["content"].startswith("Result of search_graph:")]
-        if shown:
-            PASTED["text"] = shown[0]
-        return broken_writer(paste)(messages, body)
-
-    config, gid = agent_backend(judge_or_chat(chat_fn=respond), REPORT_AGENT_MAX_TOOL_CALLS=3)
-    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
-    assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
+    config, gid, report = _report_of_a_paster(agent_backend, paste, PASTED)
     (section,) = report["sections"]
     assert "- [F" in PASTED["text"] and "first-stage #" in PASTED["text"]  # what was pasted
     body = report["markdown"].split("Sources:")[0]
@@ -573,17 +578,7 @@ def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, script
             f"{match.group(2)}{joiner}({match.group(3)})" for match in facts if match)})
 
     PASTED = {}
-
-    def respond(messages, body):
-        shown = [m["content"] for m in messages if m["content"].startswith("Result of search_graph:")]
-        if shown:
-            PASTED["text"] = shown[0]
-        return broken_writer(paste)(messages, body)
-
-    config, gid = agent_backend(judge_or_chat(chat_fn=respond), REPORT_AGENT_MAX_TOOL_CALLS=3)
-    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
-    assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
+    config, gid, report = _report_of_a_paster(agent_backend, paste, PASTED)
     (section,) = report["sections"]
     body = report["markdown"].split("Sources:")[0]
     edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}

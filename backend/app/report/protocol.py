@@ -100,7 +100,8 @@ _JSON_ACTION = re.compile(r'\{\s*["\']?(?:action|content|tool|sources)["\']?\s*:
 
 # Tool-result text a small model copies into its section: a fact line with its relation chain, time and
 # ranking in brackets, the truncation note, an interview answer's "[cites: F3]".
-_PASTED_FACT = re.compile(r"^(\s*-\s*)\[([^\]]+)\]\s*(.+?)\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")
+_RELATION_CHAIN = r"\(([^()]*-\[[^\]]*\]->[^()]*)\)"  # "(A -[R]-> B; valid ...; score 0.5, first-stage #2)"
+_PASTED_FACT = re.compile(r"^(\s*-\s*)\[([^\]]+)\]\s*(.+?)\s*" + _RELATION_CHAIN + r"\s*$")
 _TRUNCATION_NOTE = re.compile(r"^\s*\[truncated to stay within \d+ characters[^\]]*\]\s*$")
 _CITES_NOTE = re.compile(r"\[cites:\s*([^\]]*)\]", re.IGNORECASE)
 
@@ -118,7 +119,7 @@ def tidy_pasted_results(content: str) -> str:
     return "\n".join(lines)
 
 
-_PASTED_CHAIN = re.compile(r"\s*\([^()]*-\[[^\]]*\]->[^()]*\)")
+_PASTED_CHAIN = re.compile(r"\s*" + _RELATION_CHAIN)
 
 
 def cite_copied_facts(content: str, known: dict[str, FactView]) -> str:
