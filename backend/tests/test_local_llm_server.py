@@ -1,6 +1,6 @@
 """The local model server: started through app.local_llm, answers the OpenAI API, stops cleanly.
 
-Tests marked `local_model` run the real llama-cpp-python server with the real model
+Tests marked `local_model` run the real llama-server with the real model
 (the `local_llm` test server, which other test sessions on this machine may be using at
 the same time, so requests can queue behind theirs; plus one short-lived second server
 on a private port for the stop test). The others put a small real HTTP server on a port to check that a server
@@ -87,9 +87,10 @@ def test_server_runs_with_all_cores_and_records_its_pid_and_log(local_llm, local
     assert record["model"] == local_llm_config.local_llm_model
     cores = str(len(os.sched_getaffinity(0)))
     command = record["command"]
-    assert command[command.index("--n_threads") + 1] == cores
-    assert command[command.index("--n_threads_batch") + 1] == cores
-    assert command[command.index("--n_ctx") + 1] == "8192"
+    assert command[command.index("--threads") + 1] == cores
+    assert command[command.index("--threads-batch") + 1] == cores
+    assert command[command.index("--ctx-size") + 1] == "8192"
+    assert command[command.index("--parallel") + 1] == "1"
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert files.log.stat().st_size > 0
 
@@ -135,7 +136,7 @@ QWEN_END_TOKENS = (151643, 151645)
 
 
 @pytest.mark.local_model
-def test_a_server_busy_with_a_long_request_counts_as_ready_and_is_not_restarted(
+def test_a_server_in_the_middle_of_a_long_request_counts_as_ready_and_is_not_restarted(
     local_llm, local_llm_config
 ):
     pid_before = server_status(local_llm_config).pid
@@ -152,11 +153,11 @@ def test_a_server_busy_with_a_long_request_counts_as_ready_and_is_not_restarted(
     with httpx.stream("POST", f"{local_llm}/chat/completions", json=body, timeout=REQUEST_TIMEOUT_S) as response:
         assert response.status_code == 200
         lines = response.iter_lines()
-        # Observed, not guessed: the first generated token means the generation holds the model lock.
+        # Observed, not guessed: the first generated token means the generation holds the model.
         first = next(line for line in lines if line.startswith("data:") and '"content"' in line)
         assert "[DONE]" not in first
-        status = server_status(local_llm_config)  # /v1/models waits behind the generation
-        assert status.state == "busy", status.describe()
+        status = server_status(local_llm_config)  # llama-server answers /v1/models beside a generation
+        assert status.state == "running", status.describe()
         assert status.ready and status.pid == pid_before
         assert ensure_server(local_llm_config) == local_llm
         assert server_status(local_llm_config).pid == pid_before
@@ -254,7 +255,7 @@ def test_a_stale_pid_record_never_signals_an_unrelated_process(tmp_path):
     config = config_on(free_loopback_port(), tmp_path)
     files = server_files(config)
     files.directory.mkdir(parents=True)
-    decoy = subprocess.Popen(["sleep", "60"])  # alive, but not a llama_cpp.server
+    decoy = subprocess.Popen(["sleep", "60"])  # alive, but not a llama-server
     try:
         files.record.write_text(json.dumps({"pid": decoy.pid, "model": config.local_llm_model}))
 

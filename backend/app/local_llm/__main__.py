@@ -1,4 +1,4 @@
-"""Command line: `python -m app.local_llm start|stop|status|path` (run from backend/).
+"""Command line: `python -m app.local_llm start|stop|status|path|install` (run from backend/).
 
 Settings come from `Config.from_env()` (LOCAL_LLM_MODEL, LOCAL_LLM_PORT, MODEL_CACHE_DIR,
 DATA_DIR); `--model` and `--port` override them for one command. Results go to stdout
@@ -14,6 +14,7 @@ import sys
 
 from app.config import LOCAL_LLM_MODELS, Config
 from app.local_llm.assemble import ModelIntegrityError, PartDownloadError, ensure_model
+from app.local_llm.install import ensure_llama_server_installed
 from app.local_llm.server import LocalServerError, ensure_server, server_status, stop_server
 
 EXIT_NOT_RUNNING = 3  # `status` exit code when no ready server answers (as LSB init scripts do)
@@ -22,13 +23,14 @@ EXIT_NOT_RUNNING = 3  # `status` exit code when no ready server answers (as LSB 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m app.local_llm",
-        description="Local OpenAI-compatible model server (llama-cpp-python + Qwen2.5-Coder GGUF).",
+        description="Local OpenAI-compatible model server (llama.cpp's llama-server + Qwen2.5-Coder GGUF).",
     )
     parser.add_argument(
         "command",
-        choices=("start", "stop", "status", "path"),
+        choices=("start", "stop", "status", "path", "install"),
         help="start: ensure the server runs and print its base URL; stop: stop it; "
-        "status: print its state; path: assemble the model if needed and print its path",
+        "status: print its state; path: assemble the model if needed and print its path; "
+        "install: build llama-server if needed and print its path",
     )
     parser.add_argument("--model", choices=LOCAL_LLM_MODELS, help="overrides LOCAL_LLM_MODEL")
     parser.add_argument("--port", type=int, help="overrides LOCAL_LLM_PORT")
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if status.ready else EXIT_NOT_RUNNING
         elif args.command == "path":
             print(ensure_model(config.local_llm_model, config.model_cache_dir))
+        elif args.command == "install":
+            print(ensure_llama_server_installed())
     except (LocalServerError, ModelIntegrityError, PartDownloadError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""Pytest plugin: a real local model server (llama-cpp-python) for tests that need one.
+"""Pytest plugin: a real local model server (llama.cpp's llama-server) for tests that need one.
 
 Registered in tests/conftest.py through `pytest_plugins`.
 
@@ -13,7 +13,7 @@ One shared server is what a 2-core machine can afford: several servers running a
 only fight over the cores, and each holds 2-4 GB of memory. A developer's `make local-llm`
 server (port 8088) is never reused or stopped by the tests.
 
-The first run installs llama-cpp-python (compiles, minutes) and assembles the model into
+The first run builds llama-server (about 6 minutes) and assembles the model into
 MODEL_CACHE_DIR; later runs reuse both, and a start takes a few seconds.
 
 Tests that use `local_llm` get the `local_model` marker automatically, so
