@@ -41,7 +41,7 @@ def timed_answer(request):
 
 
 def args(dataset, base_url, **overrides):
-    values = dict(dataset=str(dataset), base_url=base_url, model="m", server_log=None, queries=1,
+    values = dict(dataset=str(dataset), base_url=base_url, model="m", server_log=None, throughput=None, queries=1,
                   passages=len(PASSAGES), parallel=1, max_chars=1000, label="scripted")
     return argparse.Namespace(**{**values, **overrides})
 
@@ -70,6 +70,13 @@ def test_parallel_requests_shorten_the_wall_time_per_passage(dataset, scripted_l
     result = measure(args(dataset, scripted_llm.base_url, parallel=len(PASSAGES)))
     assert result["wall_ms_per_passage"] < ANSWER_DELAY_S * 1000  # four 0.6 s answers held at once
     assert scripted_llm.peak_in_flight == len(PASSAGES)
+
+
+def test_a_given_throughput_is_the_limit_both_servers_are_measured_against(dataset, scripted_llm):
+    scripted_llm.responder = timed_answer
+    result = measure(args(dataset, scripted_llm.base_url, throughput=250.0))
+    assert (result["prompt_throughput_tok_s"], result["throughput_from"]) == (250.0, "given")
+    assert result["physical_limit_ms_per_passage"] == 200  # 50 tokens at 250 tokens/s
 
 
 def test_llama_cpp_python_log_lines_give_the_evaluated_tokens_and_times():

@@ -6,7 +6,8 @@ RERANKER_MAX_PARALLEL requests in flight at a time, as `OllamaReranker` sends th
 
 The physical limit of one judgement is the prompt tokens the server really evaluated for it (after
 reusing a cached prefix) divided by the server's prompt throughput, measured on its own with a
-long uncached prompt. The ratio wall time per passage / limit says how much is spent on anything
+long uncached prompt (or given: `--throughput`, e.g. `llama-bench -p 128 -n 0`'s rate, to compare
+servers against one limit). The ratio wall time per passage / limit says how much is spent on anything
 else (HTTP, the server's Python, the chat template, logits, queueing); the breakdown says where.
 
 What the server evaluated comes from the `timings` a llama.cpp server (`llama-server`) adds to each
@@ -148,7 +149,9 @@ def measure(args) -> dict:
     server_log.read_new()
     throughput_from = "timings"
     throughput = asyncio.run(workload.prompt_throughput())
-    if args.server_log:
+    if args.throughput:
+        throughput, throughput_from = args.throughput, "given"
+    elif args.server_log:
         logged = work_from_log(server_log.read_new())
         if logged.prompt_ms:
             throughput, throughput_from = logged.prompt_tokens / (logged.prompt_ms / 1000), "log"
@@ -203,6 +206,9 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=10)
     parser.add_argument("--parallel", type=int, default=4, help="requests in flight (RERANKER_MAX_PARALLEL)")
     parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_DOCUMENT_CHARS)
+    parser.add_argument("--throughput", type=float,
+                        help="the model's prompt tokens/s to measure against (e.g. llama-bench's pp128), so that "
+                             "servers are compared with one limit; default: measured on this server")
     parser.add_argument("--label", help="name of the server in the output")
     print(json.dumps(measure(parser.parse_args()), indent=2))
 

@@ -2,31 +2,26 @@
 
 The judge prompt puts the fixed instructions first, then the query, then the passage, so
 consecutive requests for one query share everything up to the passage, and a server that reuses
-the prefix shared with its previous request (llama-cpp-python does) evaluates only the passage.
-This measures it: the same passages are judged in the production layout (query first) and in a
-passage-first layout, one query at a time, and the server's own log line per request
-("N prefix-match hit, remaining M prompt tokens to eval") says what was evaluated.
+the prefix cached from its previous request (llama-server with one slot does) evaluates only the
+passage. This measures it: the same passages are judged in the production layout (query first) and
+in a passage-first layout, one query at a time, and the `timings` llama-server adds to each answer
+(`prompt_n`: tokens evaluated, `cache_n`: tokens reused) say what was evaluated.
 
-    python -m app.bench.prompt_layout --dataset DIR --base-url URL --model M --server-log FILE
+    python -m app.bench.prompt_layout --dataset DIR --base-url URL --model M
 
-FILE is the log of a llama-cpp-python server (verbose, the default) that nobody else is using.
-The first request of each block is left out: it evaluates the whole prompt in either layout.
+The server should be one that nobody else is using. The first request of each block is left out:
+it evaluates the whole prompt in either layout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
-import time
-from pathlib import Path
 
-import openai
+import httpx
 
 from app.bench.datasets import load_dataset
 from app.rerank.judge_prompt import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
-
-_EVALUATED = re.compile(r"prefix-match hit, remaining (\d+) prompt tokens to eval")
 
 
 def passage_first(query: str, passage: str) -> list[dict[str, str]]:
@@ -40,21 +35,15 @@ def passage_first(query: str, passage: str) -> list[dict[str, str]]:
     return [system, {"role": "user", "content": reordered}]
 
 
-def evaluated_tokens(log: Path, offset: int, timeout_s: float = 5.0) -> tuple[int | None, int]:
-    """The 'remaining M' of the first request logged after `offset`, and the new offset."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        text = log.read_bytes()[offset:].decode("utf-8", "replace")
-        match = _EVALUATED.search(text)
-        if match or time.monotonic() > deadline:
-            return (int(match.group(1)) if match else None), offset + len(text.encode())
-        time.sleep(0.1)
+def evaluated_tokens(answer: dict) -> int:
+    """Prompt tokens the server evaluated for this answer (llama-server's timings), else all of them."""
+    timings = answer.get("timings") or {}
+    return int(timings.get("prompt_n", answer["usage"]["prompt_tokens"]))
 
 
 def measure(args) -> dict:
     dataset = load_dataset(args.dataset)
-    client = openai.OpenAI(base_url=args.base_url, api_key="unused", timeout=600, max_retries=0)
-    log = Path(args.server_log)
+    url = args.base_url.rstrip("/") + "/chat/completions"
     rows = {"query_first": [], "passage_first": []}
     prompt_tokens = {"query_first": [], "passage_first": []}
     for query in dataset.queries[: args.queries]:
@@ -62,14 +51,12 @@ def measure(args) -> dict:
         for layout, build in (("query_first", lambda q, p: build_judge_messages(q, p, mode="logprobs")),
                               ("passage_first", passage_first)):
             for index, passage in enumerate(passages):
-                offset = log.stat().st_size
-                response = client.chat.completions.create(
-                    model=args.model, messages=build(query.text, passage), max_tokens=1, temperature=0)
-                evaluated, _ = evaluated_tokens(log, offset)
+                body = {"model": args.model, "messages": build(query.text, passage), "max_tokens": 1, "temperature": 0}
+                answer = httpx.post(url, json=body, timeout=600).raise_for_status().json()
                 if index == 0:
                     continue  # warm-up: nothing shared with the previous block yet
-                rows[layout].append(evaluated if evaluated is not None else response.usage.prompt_tokens)
-                prompt_tokens[layout].append(response.usage.prompt_tokens)
+                rows[layout].append(evaluated_tokens(answer))
+                prompt_tokens[layout].append(answer["usage"]["prompt_tokens"])
     mean = {layout: sum(values) / len(values) for layout, values in rows.items()}
     return {
         "queries": args.queries, "passages_per_query": args.passages, "model": args.model,
@@ -85,7 +72,6 @@ def main() -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("--server-log", required=True)
     parser.add_argument("--queries", type=int, default=3)
     parser.add_argument("--passages", type=int, default=5)
     print(json.dumps(measure(parser.parse_args()), indent=2))
