@@ -1,15 +1,18 @@
-"""The physical-limit benchmark (`python -m app.bench.judge_speed`): what the server evaluated, its prompt
-throughput and the ratio of wall time to that limit, read from llama.cpp's `timings` over real HTTP or from
-llama-cpp-python's log lines."""
+"""The physical limit of a judged passage: what the server evaluated and its prompt throughput, read from
+llama.cpp's `timings` over real HTTP (or llama-cpp-python's log lines), and wall time as a ratio to it, both in
+`python -m app.bench.judge_speed` and in every benchmark run through the judge's counters."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 
 import pytest
 
 from app.bench.judge_speed import measure, work_from_log
+from app.bench.summary import prompt_limit_figures
+from app.rerank.judge import LLMJudge
 from tests.support.scripted_llm import delay, raw_json
 
 PASSAGES = ["alpha passage", "beta passage", "gamma passage", "delta passage"]
@@ -92,3 +95,44 @@ def test_llama_cpp_python_log_lines_give_the_evaluated_tokens_and_times():
     )
     work = work_from_log(log)
     assert (work.requests, work.prompt_tokens, work.prompt_ms, work.generation_ms) == (2, 80, 1000.0, 25.0)
+
+
+def answer_with_timings(prompt_n: int, prompt_ms: float):
+    """A yes/no-logprob answer as llama-server sends it, `timings` included."""
+    top = [{"token": "yes", "logprob": -0.1, "bytes": None}, {"token": "no", "logprob": -2.4, "bytes": None}]
+    return raw_json({
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "yes"},
+                     "logprobs": {"content": [{"token": "yes", "logprob": -0.1, "bytes": None, "top_logprobs": top}]}}],
+        "usage": {"prompt_tokens": 200, "completion_tokens": 1, "total_tokens": 201},
+        "timings": {"cache_n": 80, "prompt_n": prompt_n, "prompt_ms": prompt_ms, "predicted_n": 1, "predicted_ms": 0.01},
+    })
+
+
+def test_the_judge_counts_what_a_llama_cpp_server_says_it_evaluated(scripted_llm):
+    scripted_llm.responder = lambda request: answer_with_timings(120, 800.5)
+    judge = LLMJudge(model="m", base_url=scripted_llm.base_url, api_key="k", score_mode="logprobs")
+    asyncio.run(judge.score("a query", "first passage"))
+    asyncio.run(judge.score("a query", "second passage"))
+    counters = judge.counters.snapshot()
+    assert counters["prompt_tokens"] == 400  # all of the prompt, as usage says
+    assert counters["prompt_tokens_evaluated"] == 240  # what the server evaluated after its cached prefix
+    assert counters["prompt_eval_us"] == 1_601_000
+
+
+def test_a_server_without_timings_leaves_the_evaluated_counters_at_zero(scripted_llm):
+    judge = LLMJudge(model="m", base_url=scripted_llm.base_url, api_key="k", score_mode="logprobs")
+    asyncio.run(judge.score("a query", "a passage"))
+    counters = judge.counters.snapshot()
+    assert counters["prompt_tokens"] > 0
+    assert counters["prompt_tokens_evaluated"] == counters["prompt_eval_us"] == 0
+
+
+def test_a_bench_run_sets_its_wall_time_against_the_servers_own_prompt_time():
+    # 240 tokens evaluated in 1.2 s: 200 tokens/s; 4 requests, so 60 tokens (300 ms) each at best.
+    records = [{"prompt_tokens_evaluated": 100, "prompt_eval_us": 500_000, "model_requests": 2},
+               {"prompt_tokens_evaluated": 140, "prompt_eval_us": 700_000, "model_requests": 2}]
+    figures = prompt_limit_figures(records, wall_s=2.4)  # 600 ms of wall time per request
+    assert figures == {"evaluated_tokens_per_request": 60.0, "server_prompt_tok_s": 200.0,
+                       "wall_ms_per_request": 600.0, "ratio_to_prompt_limit": 2.0}
+    assert prompt_limit_figures([{"prompt_tokens_evaluated": 0, "prompt_eval_us": 0, "model_requests": 4}], 2.4) == {}

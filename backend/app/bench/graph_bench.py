@@ -289,6 +289,10 @@ def _aggregate(records: list[dict], dataset, estimated_calls: int) -> tuple[dict
     return aggregate, per_query
 
 
+# Counters a budget replay cuts to the share of the work that had finished when the budget ended.
+_CUT_BY_BUDGET = ("prompt_tokens", "completion_tokens", "model_requests", "prompt_tokens_evaluated", "prompt_eval_us")
+
+
 def replayed_records(records: list[dict], replay: Replay, limit: int) -> list[dict]:
     """The on phase's records with the ranking this replay gives. Under a budget the search would
     have ended sooner and judged fewer: latency, calls and tokens are cut to what had finished."""
@@ -302,16 +306,15 @@ def replayed_records(records: list[dict], replay: Replay, limit: int) -> list[di
             row.update(latency_s=round(record["latency_s"] - max(0.0, (record["rerank_ms"] or 0) / 1000
                                                                    - replay.budget_s), 4),
                        judged=judged, calls=min(judged, record["calls"]),
-                       prompt_tokens=round(record["prompt_tokens"] * share),
-                       completion_tokens=round(record["completion_tokens"] * share))
+                       **{key: round(record.get(key, 0) * share) for key in _CUT_BY_BUDGET})
         replayed.append(row)
     return replayed
 
 
 def cosine_records(records: list[dict], limit: int) -> list[dict]:
     """The embedder's cosine order of the same candidates: the first stage plus embedding them."""
-    zero = dict.fromkeys(("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
-                          "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips"), 0)
+    zero = dict.fromkeys(("calls", "invalid_outputs", "fallbacks", "unit_fallbacks", "passage_failures",
+                          "cache_hits", "breaker_skips", *_CUT_BY_BUDGET), 0)
     return [{**record, **zero, "ranking": cosine_ranking(record["trace"], limit), "judged": 0,
              "latency_s": round((record["first_stage_ms"] or 0) / 1000 + record.get("cosine_s", 0.0), 4),
              "rerank_ms": round(record.get("cosine_s", 0.0) * 1000, 1), "model_wait_s": 0.0}

@@ -51,7 +51,8 @@ def markdown_report(results: dict) -> str:
     for label, row in results["strategies"].items():
         extras = [f"{key}={row[key]}" for key in
                   ("overhead_share", "repeat_latency_p50_ms", "repeat_latency_max_ms", "prompt_tokens_per_call",
-                   "search_p50_s", "search_p95_s", "first_stage_p50_ms", "rerank_p50_ms", "judged_per_query")
+                   "search_p50_s", "search_p95_s", "first_stage_p50_ms", "rerank_p50_ms", "judged_per_query",
+                   "evaluated_tokens_per_request", "server_prompt_tok_s", "wall_ms_per_request", "ratio_to_prompt_limit")
                   if key in row]
         if extras:
             notes.append(f"- {label}: " + ", ".join(extras))

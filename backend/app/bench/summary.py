@@ -24,6 +24,22 @@ def _total(records: list[dict], field: str) -> float:
     return float(sum(record.get(field) or 0 for record in records))
 
 
+def prompt_limit_figures(records: list[dict], wall_s: float) -> dict:
+    """Wall time per model request against the server's own prompt time for it (llama.cpp timings):
+    the tokens it evaluated per request at the prompt rate it measured. Empty for servers without timings."""
+    evaluated, eval_s = _total(records, "prompt_tokens_evaluated"), _total(records, "prompt_eval_us") / 1e6
+    requests = _total(records, "model_requests")
+    if not (evaluated and eval_s and requests and wall_s):
+        return {}
+    rate = evaluated / eval_s
+    return {
+        "evaluated_tokens_per_request": round(evaluated / requests, 1),
+        "server_prompt_tok_s": round(rate, 1),
+        "wall_ms_per_request": round(wall_s / requests * 1000, 1),
+        "ratio_to_prompt_limit": round(wall_s / (evaluated / rate), 2),
+    }
+
+
 def summarize(records: list[dict], qrels: Mapping, rel_level: int,
               prices: TokenPrices = TokenPrices()) -> tuple[dict, dict]:
     """(aggregate figures, per-query figures) for one strategy's records."""
@@ -60,6 +76,7 @@ def summarize(records: list[dict], qrels: Mapping, rel_level: int,
     if calls and wall:
         # Everything except waiting for the model: prompt building, parsing, scheduling, HTTP client.
         aggregate["overhead_share"] = round(max(0.0, wall - _total(records, "model_wait_s")) / wall, 4)
+    aggregate.update(prompt_limit_figures(records, wall))
     repeats = [float(r["repeat_latency_s"]) for r in records if r.get("repeat_latency_s") is not None]
     if repeats:
         aggregate["repeat_latency_p50_ms"] = round(percentile(repeats, 0.5) * 1000, 2)

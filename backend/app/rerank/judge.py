@@ -49,6 +49,10 @@ COUNTER_NAMES = (
     "score_mode_switches",  # auto mode falling back from logprobs to json
     "prompt_tokens",
     "completion_tokens",
+    # What a llama.cpp server says it did (its `timings`): prompt tokens evaluated after reusing a cached
+    # prefix, and the time it spent on them. With these a benchmark can set wall time against the limit.
+    "prompt_tokens_evaluated",
+    "prompt_eval_us",
 )
 
 
@@ -265,6 +269,12 @@ class LLMJudge:
                 raise error from None
         return self._read_answer(response)
 
+    def _count_server_timings(self, response: Any) -> None:
+        timings = (getattr(response, "model_extra", None) or {}).get("timings")
+        if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
+            self.counters.add("prompt_tokens_evaluated", timings["prompt_n"])
+            self.counters.add("prompt_eval_us", round(float(timings.get("prompt_ms") or 0.0) * 1000))
+
     def _read_answer(self, response: Any) -> _Answer:
         """Defensive reading: servers (and test scripts) may send any shape with a 200."""
         try:
@@ -275,6 +285,7 @@ class LLMJudge:
             )
             self.counters.add("prompt_tokens", usage.prompt_tokens)
             self.counters.add("completion_tokens", usage.completion_tokens)
+            self._count_server_timings(response)
             choices = getattr(response, "choices", None)
             if not isinstance(choices, list) or not choices:
                 raise self._invalid_output("no choices in the response")
