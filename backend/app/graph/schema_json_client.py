@@ -1,8 +1,9 @@
 """Graphiti's LLM client for llama.cpp-style servers (GRAPHITI_LLM_PROVIDER=openai_generic).
 
-llama-cpp-python's server answers Graphiti's `response_format: {"type": "json_schema", ...}` with
-HTTP 500. It does accept `{"type": "json_object", "schema": {...}}` and compiles the schema into a
-grammar, so the model can only write an instance of it. Measured here with the 1.5B model on
+llama-cpp-python's server (the local kit's server before llama-server) answers Graphiti's
+`response_format: {"type": "json_schema", ...}` with HTTP 500. Both it and llama-server accept
+`{"type": "json_object", "schema": {...}}` and compile the schema into a grammar, so the model can only
+write an instance of it. Measured here with the 1.5B model on
 Graphiti's entity-extraction prompt (two short chunks): plain json_object with the schema pasted
 into the prompt (OpenAIGenericClient's fallback) came back as the schema itself (`{"$defs": ...}`);
 the grammar plus the pasted schema returned no entities in 6 of 16 tries; the grammar alone
