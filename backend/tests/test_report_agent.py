@@ -11,9 +11,9 @@ import pytest
 
 from app.graph.runtime import GraphitiAdapter
 from app.report.agent import start_report
-from app.report.protocol import REMOVED_CITATION, InvalidCall, parse_action, verify_citations
+from app.report.protocol import REMOVED_CITATION, InvalidCall, cite_copied_facts, parse_action, verify_citations
 from app.report import prompts
-from app.report.prompts import WRITE_NOW
+from app.report.prompts import CITE_REMINDER, WRITE_NOW
 from app.report.store import ReportStore
 from app.report.views import FactView
 from app.tasks import tasks
@@ -250,6 +250,25 @@ def test_citations_are_kept_only_for_facts_a_tool_showed():
         "No ids inline.", ["0a0a0a0a-0000-4000-8000-000000000001"], ["0a0a0a0a-0000-4000-8000-000000000003"])
 
 
+def test_a_sentence_that_copies_a_long_stretch_of_a_fact_cites_it():
+    def view(number: int, fact: str) -> FactView:
+        uuid = f"0a0a0a0a-0000-4000-8000-00000000000{number}"
+        return FactView(uuid=uuid, fact=fact, relation="R", source="A", target="B", source_uuid="a", target_uuid="b")
+
+    runoff = view(1, "The Environmental Agency concluded that manure runoff from the Lindgren Dairy Farm, "
+                     "carried by the flood into the cracked Well 4, caused the E. coli contamination.")
+    bakery = view(2, "In March 2025 the Water Street Bakery recalled its hazelnut rolls over allergen cross-contamination.")
+    known = {fact.uuid: fact for fact in (runoff, bakery)}
+    text = ("The contamination was caused by manure runoff from the Lindgren Dairy Farm, carried by the flood "
+            "into the cracked Well 4. The town was worried about the Water Street Bakery. "
+            "Tests were done [0a0a0a0a-0000-4000-8000-000000000009].")
+    cited = cite_copied_facts(text, known)
+    # 8+ words in a row from the runoff fact: cited; 4 words of the bakery fact: not; a cited sentence is left alone.
+    assert cited == ("The contamination was caused by manure runoff from the Lindgren Dairy Farm, carried by the flood "
+                     f"into the cracked Well 4. [{runoff.uuid}] The town was worried about the Water Street Bakery. "
+                     "Tests were done [0a0a0a0a-0000-4000-8000-000000000009].")
+
+
 @pytest.mark.parametrize("reply, problem", [
     ({"action": "write", "content": "  "}, "'content' must be the section"),
     ({"action": "tool", "tool": 3}, "'tool' must be the name of a tool"),
@@ -294,14 +313,16 @@ def test_a_model_that_only_searches_is_steered_and_never_searches_twice(agent_ba
     steps = report["log"]
     assert [(s["kind"], s.get("tool")) for s in steps] == [
         ("plan", None), ("tool", "search_graph"), ("tool", "search_graph"), ("tool", "insight_forge"),
-        ("repeated_query", "search_graph"), ("write", None),
-        ("repeated_query", "search_graph"), ("write", None), ("final", None)]
+        ("repeated_query", "search_graph"), ("write", None), ("write", None),
+        ("repeated_query", "search_graph"), ("write", None), ("write", None), ("final", None)]
+    # Neither section's text cited anything: each was sent back once to cite (its second write).
+    assert all(section["reminded_to_cite"] for section in report["sections"])
     assert steps[0]["tool_hints"] == ["insight_forge", "interview_entities"]
     # The third plain search became InsightForge on the section's own question.
     assert steps[3]["nudged_from"] == "search_graph"
     assert steps[3]["arguments"]["question"] == "Why was the North Reservoir closed"
     assert (steps[4]["identical"], steps[4]["earlier_section"]) == (True, 1)
-    assert (steps[6]["identical"], steps[6]["earlier_section"]) == (True, 1)
+    assert (steps[7]["identical"], steps[7]["earlier_section"]) == (True, 1)
     summary = report["summary"]
     assert summary["tool_calls_by_tool"] == {"search_graph": 2, "insight_forge": 1}
     assert (summary["tool_calls"], summary["repeated_queries"], summary["identical_repeats"]) == (3, 2, 2)
@@ -469,16 +490,21 @@ def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, sc
     assert report["sections"][0]["cited"] == [shown_first]  # [F1] came back as the fact's uuid
 
 
-def broken_writer(answer):
-    """Searches once, then answers with `answer(label)`: a write whose JSON a small model got wrong.
-    Told to write once the budget is spent, it answers the same."""
+def search_then(write):
+    """Searches once, then answers with `write(messages, body)`."""
     def respond(messages, body):
         if purpose(messages) == "outline":
             return as_json({"title": "Ferry", "sections": [{"title": "Ferry timetable", "goal": "how often"}]})
         if not any(m["role"] == "assistant" for m in messages):
             return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry island hourly"}})
-        return answer(seen_fact_ids(messages)[0])
+        return write(messages, body)
     return respond
+
+
+def broken_writer(answer):
+    """Searches once, then answers with `answer(label)`: a write whose JSON a small model got wrong.
+    Told to write once the budget is spent, it answers the same."""
+    return search_then(lambda messages, body: answer(seen_fact_ids(messages)[0]))
 
 
 @pytest.mark.parametrize("answer, kept", [
@@ -529,6 +555,33 @@ def test_a_section_that_cites_nothing_is_replaced_by_a_note(agent_backend, scrip
         "A fire broke out on 9 March.", "The brigade put it out in 14 hours."]
     assert report["summary"]["removed_claims"] == 2
     assert "fire" not in report["markdown"] and NOT_SUPPORTED in report["markdown"]
+    # It was sent back once to cite, wrote the same again, and was not asked a second time.
+    assert section["reminded_to_cite"] and report["summary"]["reminded_to_cite"] == 1
+    assert [step["kind"] for step in report["log"]].count("write") == 2
+    reminders = [m for body in scripted_llm.requests for m in body["messages"] if m["content"] == CITE_REMINDER]
+    assert len(reminders) == 1
+
+
+@pytest.mark.parametrize("budget", [6, 1])  # written while tools remain, or when told to write (WRITE_NOW)
+def test_a_section_written_without_labels_is_written_again_with_them(agent_backend, scripted_llm, budget):
+    def forgets_labels_once(messages, body):
+        if any(m["content"] == CITE_REMINDER for m in messages):
+            label = seen_fact_ids(messages)[0]
+            return as_json({"action": "write", "content": f"The ferry sails every hour [{label}].", "sources": [label]})
+        return as_json({"action": "write", "content": "The ferry sails every hour."})
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=search_then(forgets_labels_once)),
+                                REPORT_AGENT_MAX_TOOL_CALLS=budget)
+    report_id, task = start_report(config, gid, "ferries", max_sections=1, planned_calls=0)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    assert section["reminded_to_cite"] and len(section["cited"]) == 1 and section["removed_claims"] == []
+    assert "The ferry sails every hour" in report["markdown"]
+    assert [step["kind"] for step in report["log"]].count("write") == 2
+    told_to_write = any(m["content"] == WRITE_NOW for body in scripted_llm.requests for m in body["messages"])
+    assert told_to_write == (budget == 1)
+
 
 
 def _report_of_a_paster(agent_backend, paste, pasted: dict):

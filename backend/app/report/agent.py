@@ -77,6 +77,7 @@ class SectionDraft:
     invalid_calls: int = 0
     repeated_queries: int = 0
     nudged: bool = False
+    reminded_to_cite: bool = False  # a draft citing nothing was sent back once to be written with labels
     tools_used: list[str] = field(default_factory=list)
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
@@ -210,7 +211,10 @@ class ReportAgent:
             try:
                 kind, value, arguments = self._action_of(text)
                 if kind == "write":
-                    return self._written(draft, value, started, sources=arguments)
+                    self._written(draft, value, started, sources=arguments)
+                    if self._remind_to_cite(draft, messages, text):
+                        continue
+                    return draft
                 feedback = self._call(graph_id, draft, value, arguments, started, remaining)
             except InvalidCall as problem:
                 draft.invalid_calls += 1
@@ -353,28 +357,52 @@ class ReportAgent:
         return new
 
     def _write_now(self, draft: SectionDraft, messages: list[dict], failures: int) -> SectionDraft:
-        """Budget spent (or the model failing): one last request for the section, then a fallback."""
+        """Budget spent (or the model failing): one last request for the section (and one more if it
+        cited nothing), then a fallback."""
         started = time.perf_counter()
-        if failures < MAX_LLM_FAILURES_PER_SECTION:
-            messages.append({"role": "user", "content": prompts.WRITE_NOW})
+        if failures >= MAX_LLM_FAILURES_PER_SECTION:
+            return self._fallback(draft, "the model failed repeatedly", started)
+        messages.append({"role": "user", "content": prompts.WRITE_NOW})
+        while True:
             try:
                 text = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
-                reply = parse_json_object(text)
-                salvaged = salvage_write(text) if reply is None else None
-                if salvaged is not None:  # cut short by max_tokens: the section so far
-                    return self._written(draft, salvaged[0], started, sources=salvaged[1])
-                if reply is None and looks_like_json_action(text):  # JSON that does not parse is no prose
-                    problem = "the final answer was broken JSON with no section text in it"
-                else:
-                    content = reply.get("content") if reply is not None else text  # prose is accepted here
-                    if isinstance(content, str) and content.strip():
-                        sources = reply.get("sources") if reply is not None else None
-                        return self._written(draft, content.strip(), started, sources=sources)
-                    problem = "the final answer held no section text"
+                written, problem = self._final_answer(text)
             except ReportLLMError as error:
-                problem = f"{error.error_class}: {error.detail}"
-        else:
-            problem = "the model failed repeatedly"
+                written, problem = None, f"{error.error_class}: {error.detail}"
+            if written is None:  # after a reminder the first answer stands
+                return draft if draft.reminded_to_cite else self._fallback(draft, problem, started)
+            self._written(draft, written[0], started, sources=written[1])
+            if not self._remind_to_cite(draft, messages, text):
+                return draft
+
+    @staticmethod
+    def _final_answer(text: str) -> tuple[tuple[str, Any] | None, str]:
+        """((content, sources), "") from the answer to WRITE_NOW, or (None, what is wrong with it)."""
+        reply = parse_json_object(text)
+        salvaged = salvage_write(text) if reply is None else None
+        if salvaged is not None:  # cut short by max_tokens: the section so far
+            return salvaged, ""
+        if reply is None and looks_like_json_action(text):  # JSON that does not parse is no prose
+            return None, "the final answer was broken JSON with no section text in it"
+        content = reply.get("content") if reply is not None else text  # prose is accepted here
+        if isinstance(content, str) and content.strip():
+            return (content.strip(), reply.get("sources") if reply is not None else None), ""
+        return None, "the final answer held no section text"
+
+    def _remind_to_cite(self, draft: SectionDraft, messages: list[dict], answer: str) -> bool:
+        """Send a draft that cites nothing back once to be written with labels; whether it was sent.
+
+        Small models sometimes write from the facts but leave out every label, and a section citing
+        nothing is removed whole: one more request is cheaper than losing the section."""
+        if draft.cited or draft.reminded_to_cite or not self.by_label:
+            return False
+        draft.reminded_to_cite = True
+        if messages[-1]["role"] != "assistant":
+            messages.append({"role": "assistant", "content": answer})
+        messages.append({"role": "user", "content": prompts.CITE_REMINDER})
+        return True
+
+    def _fallback(self, draft: SectionDraft, problem: str, started: float) -> SectionDraft:
         draft.written_by = "fallback"
         draft.content = f"_This section could not be written: {problem}._"
         self._log("section_fallback", duration_ms=_ms(started), error=problem)
@@ -412,6 +440,7 @@ class ReportAgent:
             entries.append({"index": draft.index, "title": draft.title, "part": draft.part, "file": name,
                             "written_by": draft.written_by, "tool_calls": draft.tool_calls,
                             "tools_used": draft.tools_used, "tool_hint": draft.tool_hint, "nudged": draft.nudged,
+                            "reminded_to_cite": draft.reminded_to_cite,
                             "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
                             "cited": draft.cited, "removed_citations": draft.removed_citations,
                             "removed_claims": draft.removed_claims})
@@ -426,6 +455,7 @@ class ReportAgent:
             "repeated_queries": self.progress["repeated_queries"],
             "identical_repeats": sum(1 for repeat in self.memory.repeats if repeat["identical"]),
             "nudged_sections": sum(1 for d in sections if d.nudged),
+            "reminded_to_cite": sum(1 for d in sections if d.reminded_to_cite),
             "citations": sum(len(d.cited) for d in sections),
             "removed_citations": sum(len(d.removed_citations) for d in sections),
             "removed_claims": sum(len(d.removed_claims) for d in sections),

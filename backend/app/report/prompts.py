@@ -168,5 +168,9 @@ def invalid_call_feedback(problem: str, remaining: int) -> str:
             f"(a tool call or the section). {remaining} tool call(s) left for this section.")
 
 
+CITE_REMINDER = ("That section cites no fact, so every sentence of it would be removed from the report. Write it "
+                 "again: end each sentence with the label of the fact it rests on, e.g. [F1], and list the labels "
+                 'under "sources". Use only facts from the results above.')
+
 WRITE_NOW = ("The tool budget for this section is spent. Write the section now from the results above: "
              'answer {"action": "write", "content": "...", "sources": [...]}.')

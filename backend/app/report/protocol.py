@@ -122,16 +122,39 @@ def tidy_pasted_results(content: str) -> str:
 _PASTED_CHAIN = re.compile(r"\s*" + _RELATION_CHAIN)
 
 
+# A sentence that copies this many words in a row from a fact the tools showed rests on that fact.
+COPIED_RUN_WORDS = 8
+
+
+def _word_runs(text: str, length: int = COPIED_RUN_WORDS) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + length]) for i in range(len(words) - length + 1)}
+
+
 def cite_copied_facts(content: str, known: dict[str, FactView]) -> str:
-    """Text that is, word for word, a fact a tool returned cites that fact (a small model pastes
-    results without their labels, in lines or in one paragraph: a real run lost a whole section of
-    exact facts that way), and the relation chains pasted with them go, as in tidy_pasted_results."""
+    """Text copied from a fact a tool returned cites that fact, and the relation chains pasted with
+    facts go, as in tidy_pasted_results. Small models write from the facts and leave out the labels:
+    real runs lost whole sections of exact facts, and of sentences that reword a fact around a long
+    copied stretch of it ("... manure runoff from the Lindgren Dairy Farm, carried by the flood into
+    the cracked Well 4"). So a whole fact found word for word cites itself where it stands, and a
+    sentence citing nothing cites every fact it shares COPIED_RUN_WORDS words in a row with."""
     content = _PASTED_CHAIN.sub("", content)
     for uuid, view in known.items():
         fact = view.fact.strip()
         if fact and fact in content and uuid not in content:
             content = content.replace(fact, f"{fact} [{uuid}]", 1)
-    return content
+    runs = {uuid: _word_runs(view.fact) for uuid, view in known.items()}
+    lines = []
+    for line in content.split("\n"):
+        sentences = []
+        for sentence in _SENTENCE_END.split(line):
+            if sentence.strip() and not UUID_PATTERN.search(sentence):
+                copied = _word_runs(sentence)
+                sources = [uuid for uuid, fact_runs in runs.items() if copied & fact_runs]
+                sentence += "".join(f" [{uuid}]" for uuid in sources)
+            sentences.append(sentence)
+        lines.append(" ".join(sentences))
+    return "\n".join(lines)
 
 
 def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
