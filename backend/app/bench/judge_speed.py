@@ -120,8 +120,7 @@ class JudgeWorkload:
 
     async def prompt_throughput(self, tokens_wanted: int = 400, repeats: int = 2) -> float:
         """Prompt tokens per second on one long prompt that no cache holds, one request at a time."""
-        rates = []
-        log_free = []
+        rates, from_wall_time = [], []
         async with httpx.AsyncClient(timeout=900) as client:
             for _ in range(repeats):
                 words = " ".join(f"w{uuid.uuid4().hex[:6]}" for _ in range(tokens_wanted // 4))
@@ -136,8 +135,8 @@ class JudgeWorkload:
                 if work and work.prompt_ms:
                     rates.append(work.prompt_tokens / (work.prompt_ms / 1000))
                 else:
-                    log_free.append(answer.get("usage", {}).get("prompt_tokens", 0) / elapsed)
-        return statistics.median(rates or log_free)
+                    from_wall_time.append(answer.get("usage", {}).get("prompt_tokens", 0) / elapsed)
+        return statistics.median(rates or from_wall_time)
 
 
 def measure(args) -> dict:

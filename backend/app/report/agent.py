@@ -212,7 +212,7 @@ class ReportAgent:
                 kind, value, arguments = self._action_of(text)
                 if kind == "write":
                     self._written(draft, value, started, sources=arguments)
-                    if self._remind_to_cite(draft, messages, text):
+                    if self._remind_to_cite(draft, messages):
                         continue
                     return draft
                 feedback = self._call(graph_id, draft, value, arguments, started, remaining)
@@ -372,7 +372,8 @@ class ReportAgent:
             if written is None:  # after a reminder the first answer stands
                 return draft if draft.reminded_to_cite else self._fallback(draft, problem, started)
             self._written(draft, written[0], started, sources=written[1])
-            if not self._remind_to_cite(draft, messages, text):
+            messages.append({"role": "assistant", "content": text})
+            if not self._remind_to_cite(draft, messages):
                 return draft
 
     @staticmethod
@@ -389,7 +390,7 @@ class ReportAgent:
             return (content.strip(), reply.get("sources") if reply is not None else None), ""
         return None, "the final answer held no section text"
 
-    def _remind_to_cite(self, draft: SectionDraft, messages: list[dict], answer: str) -> bool:
+    def _remind_to_cite(self, draft: SectionDraft, messages: list[dict]) -> bool:
         """Send a draft that cites nothing back once to be written with labels; whether it was sent.
 
         Small models sometimes write from the facts but leave out every label, and a section citing
@@ -397,8 +398,6 @@ class ReportAgent:
         if draft.cited or draft.reminded_to_cite or not self.by_label:
             return False
         draft.reminded_to_cite = True
-        if messages[-1]["role"] != "assistant":
-            messages.append({"role": "assistant", "content": answer})
         messages.append({"role": "user", "content": prompts.CITE_REMINDER})
         return True
 
