@@ -1,4 +1,4 @@
-"""LLM reranking, one front door:
+"""LLM reranking; the strategy runner `strategy_run.rerank`, exported here:
 
     from app.rerank import rerank
     outcome = await rerank(query, ["Paris ...", "Berlin ..."], provider=judge, strategy="listwise", top_k=5)

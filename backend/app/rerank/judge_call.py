@@ -179,7 +179,7 @@ class JudgeCall:
 
 
 def judge_call_for(provider: Any) -> JudgeCall:
-    """The provider as a session: strategies called directly with a bare judge get a strict one."""
+    """The provider as a JudgeCall: strategies called directly with a bare judge get a strict one."""
     if isinstance(provider, JudgeCall):
         return provider
     return JudgeCall(provider, strict=True)

@@ -1,4 +1,4 @@
-"""The one front door for reranking on its own: validate, run a strategy on the shared judge, type failures.
+"""The strategy runner, `rerank()`: validate, run a strategy on the shared judge, type failures.
 
     outcome = await rerank("where is the tower?", ["Paris ...", "Berlin ..."], provider=judge,
                            strategy="listwise", top_k=5)
@@ -9,7 +9,7 @@
 and anything else a strategy raises is wrapped in `RerankStrategyError`, as is a strategy that is not
 one or answers with something other than consistent results. Custom strategies may be sync or async,
 keyword-only or positional, with or without `estimate_calls` (then `estimated_calls` is None). With `strict=False` (graph
-search, through StrategyReranker) a failed window/group/pair keeps its incoming order and is counted;
+search, through OllamaReranker) a failed window/group/pair keeps its incoming order and is counted;
 only a failure of the whole call raises. Input guards apply in both modes.
 """
 
@@ -37,7 +37,7 @@ class RerankOutcome:
     model: str
     calls: int
     estimated_calls: int | None  # None: the strategy gives no estimate
-    stats: dict[str, Any] = field(default_factory=dict)  # the session's counters and elapsed_ms
+    stats: dict[str, Any] = field(default_factory=dict)  # the JudgeCall's counters and elapsed_ms
     diversity_note: str | None = None  # what a diversity strategy (mmr) dropped and why
 
 
@@ -79,15 +79,15 @@ async def rerank(
     docs = as_documents(documents)
     check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
     judge = provider.judge if isinstance(provider, JudgeCall) else provider
-    session = JudgeCall(judge, strict=strict, context_tokens=context_tokens)
+    call = JudgeCall(judge, strict=strict, context_tokens=context_tokens)
     estimated = _estimate(name, chosen, len(docs), top_k) if docs else 0
-    results = await _run(name, chosen, query, docs, session, top_k) if docs else []
+    results = await _run(name, chosen, query, docs, call, top_k) if docs else []
     try:
         kept, dropped = _checked(results, docs, top_k, name)
     except Exception as error:  # e.g. a result whose document is not a Document
         _raise_typed(name, error)
-    stats = {**session.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
-    return RerankOutcome(kept, dropped, name, session.model, session.calls, estimated, stats, session.diversity_note)
+    stats = {**call.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
+    return RerankOutcome(kept, dropped, name, call.model, call.calls, estimated, stats, call.diversity_note)
 
 
 def _estimate(name: str, strategy: Any, n_documents: int, top_k: int | None) -> int | None:
@@ -100,9 +100,9 @@ def _estimate(name: str, strategy: Any, n_documents: int, top_k: int | None) -> 
     return estimate
 
 
-async def _run(name: str, strategy: Any, query: str, docs: list[Document], session: JudgeCall, top_k: int | None):
+async def _run(name: str, strategy: Any, query: str, docs: list[Document], call: JudgeCall, top_k: int | None):
     try:
-        return await run_strategy(strategy, query, docs, session, top_k)
+        return await run_strategy(strategy, query, docs, call, top_k)
     except Exception as error:  # CancelledError is not an Exception: cancellation propagates
         _raise_typed(name, error)
 

@@ -34,7 +34,7 @@ class RerankResult:
     document: Document
     rank: int  # 1-based position in the reranked list
     original_index: int  # 0-based position in the input list
-    score: float | None = None  # None from a custom strategy: the front door derives it from the rank
+    score: float | None = None  # None from a custom strategy: strategy_run.rerank derives it from the rank
     reason: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 

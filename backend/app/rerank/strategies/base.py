@@ -8,8 +8,9 @@ arguments by these names, positional or keyword-only:
 
 `provider` is a `JudgeCall` (see app/rerank/judge_call.py): the shared `LLMJudge`'s `score()` and
 `complete()` plus per-call counting and the strict/lenient failure policy. Without `estimate_calls`
-the estimate is unknown (None). A result may leave `score` out: the front door derives it from the
-rank. Optional attributes: `name` (str) and `max_documents` (int | None), read with defaults.
+the estimate is unknown (None). A result may leave `score` out: the strategy runner
+(`strategy_run.rerank`) derives it from the rank. Optional attributes: `name` (str) and
+`max_documents` (int | None), read with defaults.
 """
 
 from __future__ import annotations
@@ -109,13 +110,13 @@ def results_in_order(
     return results[:top_k] if top_k is not None else results
 
 
-def shown_texts(session: JudgeCall, documents: Sequence[Document], max_chars: int) -> list[str]:
+def shown_texts(call: JudgeCall, documents: Sequence[Document], max_chars: int) -> list[str]:
     """The documents as the model will see them, checked before any call.
 
     Strict (fail fast, no hidden truncation): a document longer than `max_chars` raises
     DocumentTooLongError naming it. Lenient (graph search): it is cut to `max_chars` inside the
     prompt only; results keep the full text."""
-    if session.strict:
+    if call.strict:
         for document in documents:
             if len(document.text) > max_chars:
                 raise DocumentTooLongError(

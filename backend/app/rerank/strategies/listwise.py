@@ -28,21 +28,21 @@ def answer_tokens(n_documents: int) -> int:
 
 
 async def rank_list(
-    session: JudgeCall, query: str, documents: Sequence[Document], passages: Sequence[str], what: str
+    call: JudgeCall, query: str, documents: Sequence[Document], passages: Sequence[str], what: str
 ) -> ListAnswer:
     """One listwise call over `documents` shown as `passages`; on an unusable answer (lenient) the
     incoming order, counted."""
     size = len(documents)
     try:
-        messages = listwise_messages(query, list(passages), session.instructions)
-        session.check_fits(messages, answer_tokens(size), longest_id(documents), what)
-        text, _ = await session.complete(messages, max_tokens=answer_tokens(size), json_object=True)
-        answer = session.parsed(listwise_answer, text, size, repair=not session.strict)
+        messages = listwise_messages(query, list(passages), call.instructions)
+        call.check_fits(messages, answer_tokens(size), longest_id(documents), what)
+        text, _ = await call.complete(messages, max_tokens=answer_tokens(size), json_object=True)
+        answer = call.parsed(listwise_answer, text, size, repair=not call.strict)
     except RerankError as error:
-        session.unit_failed(error, what)
+        call.unit_failed(error, what)
         return ListAnswer(list(range(size)), report=None)
-    session.record_repairs(answer.report, what)
-    session.unit_succeeded()
+    call.record_repairs(answer.report, what)
+    call.unit_succeeded()
     return answer
 
 
@@ -61,13 +61,13 @@ class ListwiseStrategy:
         return 1 if n_documents > 1 else 0
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = judge_call_for(provider)
+        call = judge_call_for(provider)
         check_count(self, documents)
         if len(documents) <= 1:
             return results_in_order(documents, range(len(documents)), top_k)
-        passages = shown_texts(session, documents, self.max_document_chars)
-        answer = await rank_list(session, query, documents, passages, "listwise")
-        session.raise_if_nothing_worked()
+        passages = shown_texts(call, documents, self.max_document_chars)
+        answer = await rank_list(call, query, documents, passages, "listwise")
+        call.raise_if_nothing_worked()
         if not answer.rejected:
             return results_in_order(documents, answer.order, top_k)
         reason = f"rejected: {answer.rejection_reason or 'the model found no relevant document'}"

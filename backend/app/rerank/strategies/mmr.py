@@ -42,7 +42,7 @@ _WORD = re.compile(r"\w+")
 
 class MMRStrategy:
     name = "mmr"
-    default_top_k = DEFAULT_TOP_K  # the front door applies it when the caller gives no top_k
+    default_top_k = DEFAULT_TOP_K  # strategy_run.rerank applies it when the caller gives no top_k
 
     def __init__(
         self,
@@ -71,16 +71,16 @@ class MMRStrategy:
         return estimated_calls(self.base, n_documents, None)
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = judge_call_for(provider)
+        call = judge_call_for(provider)
         check_count(self, documents)
-        ranked = await run_strategy(self.base, query, documents, session, None)
+        ranked = await run_strategy(self.base, query, documents, call, None)
         fill_rank_scores(ranked)
         for position, result in enumerate(ranked, start=1):
             result.metadata.update(base_rank=position, base_score=round(float(result.score), 6))
         relevant, weak = self._split_by_relevance(ranked)
         kept, redundant, embedded = relevant, [], True
         if len(relevant) > 1:
-            similarity = await self._similarity(session, relevant)
+            similarity = await self._similarity(call, relevant)
             embedded = similarity is not None  # the embedder failed: the relevance ranking stands
             if embedded:
                 kept, redundant = self._select(relevant, similarity)
@@ -91,7 +91,7 @@ class MMRStrategy:
         dropped = redundant + weak
         for rank, result in enumerate(dropped, start=len(kept) + 1):
             result.rank = rank
-        session.diversity_note = self._note(len(relevant), redundant, weak, embedded=embedded)
+        call.diversity_note = self._note(len(relevant), redundant, weak, embedded=embedded)
         return kept + dropped
 
     def _cited_reason(self, query: str, result: RerankResult) -> str:
@@ -118,12 +118,12 @@ class MMRStrategy:
                 relevant.append(result)
         return relevant, weak
 
-    async def _similarity(self, session, ranked: list[RerankResult]) -> np.ndarray | None:
-        session.embedding_requested()
+    async def _similarity(self, call, ranked: list[RerankResult]) -> np.ndarray | None:
+        call.embedding_requested()
         try:
             return _cosine_matrix(await self.embedder.create_batch([result.document.text for result in ranked]))
         except Exception as error:  # any embedder failure: keep the relevance ranking
-            session.unit_failed(RerankProviderError(f"the embedder failed ({type(error).__name__})"), "mmr similarity")
+            call.unit_failed(RerankProviderError(f"the embedder failed ({type(error).__name__})"), "mmr similarity")
             return None
 
     def _select(self, ranked: list[RerankResult], similarity: np.ndarray) -> tuple[list[RerankResult], list[RerankResult]]:

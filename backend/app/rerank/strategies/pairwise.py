@@ -66,37 +66,37 @@ class PairwiseStrategy:
         return 2 * sum(n_documents - 1 - top for top in self.pass_spans(n_documents, top_k))
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = judge_call_for(provider)
+        call = judge_call_for(provider)
         check_count(self, documents)
-        texts = shown_texts(session, documents, self.max_document_chars)
+        texts = shown_texts(call, documents, self.max_document_chars)
         order = list(range(len(documents)))
         spans = self.pass_spans(len(documents), top_k)
         for top in spans:
             for upper in range(len(documents) - 2, top - 1, -1):
-                if await self._lower_wins(session, query, texts, documents, order[upper], order[upper + 1]):
+                if await self._lower_wins(call, query, texts, documents, order[upper], order[upper + 1]):
                     order[upper], order[upper + 1] = order[upper + 1], order[upper]
         if spans:
-            session.raise_if_nothing_worked()
+            call.raise_if_nothing_worked()
         return results_in_order(documents, order, top_k)
 
-    async def _lower_wins(self, session: JudgeCall, query, texts, documents, upper: int, lower: int) -> bool:
+    async def _lower_wins(self, call: JudgeCall, query, texts, documents, upper: int, lower: int) -> bool:
         """True only when both orders prefer the lower document."""
-        answers = await self._both_orders(session, query, texts, documents, upper, lower)
+        answers = await self._both_orders(call, query, texts, documents, upper, lower)
         failure = first_failure(answers)
         if failure is not None:
-            session.unit_failed(failure, f"pairwise comparison of {documents[upper].id!r} and {documents[lower].id!r}")
+            call.unit_failed(failure, f"pairwise comparison of {documents[upper].id!r} and {documents[lower].id!r}")
             return False
         upper_first, lower_first = answers
-        session.unit_succeeded()
+        call.unit_succeeded()
         lower_preferred = (upper_first == "B", lower_first == "A")
         if lower_preferred[0] != lower_preferred[1]:
-            session.ties += 1
+            call.ties += 1
         return all(lower_preferred)
 
-    async def _both_orders(self, session: JudgeCall, query, texts, documents, upper: int, lower: int) -> list:
+    async def _both_orders(self, call: JudgeCall, query, texts, documents, upper: int, lower: int) -> list:
         """Both answers, or the errors in their place."""
-        asks = (self._ask(session, query, texts, documents, upper, lower),
-                self._ask(session, query, texts, documents, lower, upper))
+        asks = (self._ask(call, query, texts, documents, upper, lower),
+                self._ask(call, query, texts, documents, lower, upper))
         if self.pair_order_parallelism == 2:
             # Both answers are read even when one fails: every answer sent is counted (an unusable one
             # as an invalid output).
@@ -113,9 +113,9 @@ class PairwiseStrategy:
                 answers.append(error)
         return answers
 
-    async def _ask(self, session: JudgeCall, query, texts, documents, first: int, second: int) -> str:
-        messages = pairwise_messages(query, texts[first], texts[second], session.instructions)
+    async def _ask(self, call: JudgeCall, query, texts, documents, first: int, second: int) -> str:
+        messages = pairwise_messages(query, texts[first], texts[second], call.instructions)
         longest = max((documents[first], documents[second]), key=lambda document: len(document.text)).id
-        session.check_fits(messages, _ANSWER_TOKENS, longest, "pairwise")
-        text, _ = await session.complete(messages, max_tokens=_ANSWER_TOKENS, json_object=True)
-        return session.parsed(pairwise_answer, text)
+        call.check_fits(messages, _ANSWER_TOKENS, longest, "pairwise")
+        text, _ = await call.complete(messages, max_tokens=_ANSWER_TOKENS, json_object=True)
+        return call.parsed(pairwise_answer, text)

@@ -37,7 +37,7 @@ def strategy_names() -> tuple[str, ...]:
 
 
 def register_strategy(name: str, factory: Callable[..., RerankStrategy]) -> None:
-    """Make a custom strategy available by name (to `get_strategy` and the front door)."""
+    """Make a custom strategy available by name (to `get_strategy` and `strategy_run.rerank`)."""
     if not name or not name.isidentifier():
         raise ValueError(f"strategy names are identifiers, got {name!r}")
     with _lock:

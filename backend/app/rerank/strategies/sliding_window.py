@@ -55,16 +55,16 @@ class SlidingWindowStrategy:
         return 1 + math.ceil(max(0, n_documents - self.window_size) / self.stride)
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = judge_call_for(provider)
+        call = judge_call_for(provider)
         check_count(self, documents)
-        texts = shown_texts(session, documents, self.max_document_chars)
+        texts = shown_texts(call, documents, self.max_document_chars)
         order = list(range(len(documents)))
         spans = self.windows(len(documents))
         for number, (start, end) in enumerate(spans, start=1):
             window = order[start:end]
             what = f"sliding_window window {number}/{len(spans)}"
-            answer = await rank_list(session, query, [documents[i] for i in window], [texts[i] for i in window], what)
+            answer = await rank_list(call, query, [documents[i] for i in window], [texts[i] for i in window], what)
             order[start:end] = [window[position] for position in answer.order]
         if spans:
-            session.raise_if_nothing_worked()
+            call.raise_if_nothing_worked()
         return results_in_order(documents, order, top_k)

@@ -119,10 +119,10 @@ class TournamentStrategy:
         return self.rounds * sum(stage.groups for stage in self.plan_for(n_documents))
 
     async def rerank(self, query: str, documents: list[Document], provider, top_k: int | None = None) -> list[RerankResult]:
-        session = judge_call_for(provider)
+        call = judge_call_for(provider)
         check_count(self, documents)
         plan = self.plan_for(len(documents))
-        texts = shown_texts(session, documents, self.max_document_chars)
+        texts = shown_texts(call, documents, self.max_document_chars)
         points = [0] * len(documents)
         limit = asyncio.Semaphore(self.max_parallel_groups)
         for round_number in range(self.rounds if plan else 0):
@@ -133,32 +133,32 @@ class TournamentStrategy:
                 groups = deal(candidates, stage.groups)
                 what = f"tournament round {round_number + 1} stage {stage_number}"
                 winners = await gather_or_fail(
-                    [self._select(session, limit, query, documents, texts, group, stage.select, what) for group in groups]
+                    [self._select(call, limit, query, documents, texts, group, stage.select, what) for group in groups]
                 )
                 candidates = [index for group_winners in winners for index in group_winners]
                 for index in candidates:
                     points[index] += 1
         if plan:
-            session.raise_if_nothing_worked()
+            call.raise_if_nothing_worked()
         order = sorted(range(len(documents)), key=lambda index: -points[index])  # stable: ties keep order
         metadata = {index: {"points": points[index]} for index in range(len(documents))}
         return results_in_order(documents, order, top_k, metadata=metadata)
 
     async def _select(
-        self, session: JudgeCall, limit: asyncio.Semaphore, query: str, documents, texts, group: list[int], select: int,
+        self, call: JudgeCall, limit: asyncio.Semaphore, query: str, documents, texts, group: list[int], select: int,
         what: str,
     ) -> list[int]:
         members = [documents[index] for index in group]
         try:
-            messages = select_messages(query, [texts[index] for index in group], select, session.instructions)
+            messages = select_messages(query, [texts[index] for index in group], select, call.instructions)
             max_tokens = 24 + 4 * select
-            session.check_fits(messages, max_tokens, longest_id(members), "tournament")
+            call.check_fits(messages, max_tokens, longest_id(members), "tournament")
             async with limit:
-                text, _ = await session.complete(messages, max_tokens=max_tokens, json_object=True)
-            chosen, repairs = session.parsed(selection_answer, text, len(group), select, repair=not session.strict)
+                text, _ = await call.complete(messages, max_tokens=max_tokens, json_object=True)
+            chosen, repairs = call.parsed(selection_answer, text, len(group), select, repair=not call.strict)
         except RerankError as error:
-            session.unit_failed(error, f"{what} group")
+            call.unit_failed(error, f"{what} group")
             return group[:select]
-        session.repairs += repairs
-        session.unit_succeeded()
+        call.repairs += repairs
+        call.unit_succeeded()
         return [group[position] for position in chosen]
