@@ -6,6 +6,7 @@ import hmac
 
 from flask import Flask, request
 
+from app.api.errors import error_response
 from app.config import Config
 
 
@@ -20,7 +21,5 @@ def install_auth(app: Flask, config: Config) -> None:
             return None
         supplied = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(supplied, expected):
-            from app.api.errors import error_response
-
             return error_response(401, "unauthorized", "missing or wrong bearer token")
         return None
