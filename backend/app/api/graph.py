@@ -9,8 +9,8 @@ from flask import Blueprint, request
 
 from app.api.errors import ApiError
 from app.api.validation import (
-    MAX_JSON_DEPTH, adapter, choice_field, graph_id_param, int_field, json_depth, json_object, known_graph_id,
-    refuse_invalid_text, text_field,
+    MAX_JSON_DEPTH, MAX_QUERY_CHARS, adapter, choice_field, graph_id_param, int_field, json_depth, json_object,
+    known_graph_id, refuse_invalid_text, text_field,
 )
 from app.graph.episodes import chunk_text
 from app.graph.fact_import import FactValidationError, parse_fact, parse_facts
@@ -20,7 +20,6 @@ from app.tasks import tasks
 bp = Blueprint("graph", __name__, url_prefix="/api/graph")
 
 MAX_FACTS_PER_IMPORT = 5000
-MAX_QUERY_CHARS = 2000
 MAX_SEARCH_LIMIT = 100
 MAX_PAGE = 500
 MAX_EPISODE_CHARS = 200_000

@@ -38,7 +38,9 @@ from typing import Any, TypeVar
 from flask import Blueprint
 
 from app.api.errors import ApiError
-from app.api.validation import app_config, choice_field, int_field, json_object, refuse_invalid_text, text_field
+from app.api.validation import (
+    MAX_QUERY_CHARS, app_config, choice_field, int_field, json_object, refuse_invalid_text, text_field,
+)
 from app.config import RERANKER_STRATEGIES, Config
 from app.graph.runtime import run_on_loop, shared_embedder
 from app.rerank.circuit_breaker import CircuitBreaker
@@ -52,7 +54,6 @@ from app.rerank.types import (
 
 bp = Blueprint("rerank", __name__, url_prefix="/api")
 
-MAX_QUERY_CHARS = 2000
 MAX_DOCUMENTS = 1000
 MAX_DOCUMENT_CHARS = 100_000
 MAX_TOTAL_CHARS = 2_000_000

@@ -14,6 +14,9 @@ from app.graph.runtime import GraphitiAdapter
 from app.graph.text_rules import first_invalid_text
 
 
+MAX_QUERY_CHARS = 2000  # a search query or a rerank query, graph and /api/rerank alike
+
+
 def app_config() -> Config:
     return current_app.config["APP_CONFIG"]
 
