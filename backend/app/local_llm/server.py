@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from app.config import Config
+from app.config import DEFAULT_CONTEXT_TOKENS, Config
 from app.local_llm.assemble import ensure_model
 from app.local_llm.install import ensure_llama_server_installed
 from app.local_llm.locking import exclusive_lock
@@ -34,7 +34,6 @@ from app.local_llm.models import get_model
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"  # loopback only: the server has no authentication
-CONTEXT_TOKENS = 8192  # Graphiti's extraction prompts need more than 2048
 # One slot: consecutive judge requests for one query then share the cached system prompt and query,
 # which measured faster than 2 or 4 slots on 2 cores (each slot evaluates that prefix again).
 SLOTS = 1
@@ -229,7 +228,7 @@ def server_command(config: Config, binary: Path, model_file: Path) -> list[str]:
         "--alias", config.local_llm_model,
         "--host", HOST,
         "--port", str(config.local_llm_port),
-        "--ctx-size", str(CONTEXT_TOKENS),
+        "--ctx-size", str(DEFAULT_CONTEXT_TOKENS),  # what the judge assumes; Graphiti's prompts need > 2048
         "--threads", threads,
         "--threads-batch", threads,
         "--parallel", str(SLOTS),
@@ -243,7 +242,7 @@ def _start(config: Config, files: ServerFiles, binary: Path, model_file: Path) -
     spec = get_model(config.local_llm_model)
     print(
         f"Starting {spec.description} on {base_url(config)} "
-        f"({cpu_cores()} threads, context {CONTEXT_TOKENS}); log: {files.log}",
+        f"({cpu_cores()} threads, context {DEFAULT_CONTEXT_TOKENS}); log: {files.log}",
         file=sys.stderr,
         flush=True,
     )
