@@ -1,5 +1,7 @@
-"""The package layout keeps its promises: layers import only downward, and every module of `app`
-imports on its own, first, in a fresh interpreter (an import loop hidden by import order fails here)."""
+"""The package layout keeps its promises: layers import only downward (relative imports resolved like
+absolute ones), a layered module imports at its top, never inside a function (where an import loop
+hides), no module takes another's private (`_name`) names, and every module of `app` imports on its
+own, first, in a fresh interpreter (an import loop hidden by import order fails here)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,21 @@ BACKEND = Path(__file__).resolve().parents[1]
 APP = BACKEND / "app"
 
 # Highest first; a module may import its own layer and any layer below it, never one above.
-LAYERS = ("app.api", "app.report", "app.graph", "app.rerank", "app.config")
-# Entry points and tools sit above every layer; app.tasks is a leaf every layer may use.
-ABOVE_LAYERS = ("app.cli", "app.bench", "app.demo", "app.wsgi", "app.local_llm", "app.__init__")
+# app.tasks (the background-task registry) is a leaf beside app.config: every layer may use it, it uses none.
+LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.rerank",), ("app.config", "app.tasks"))
+# Entry points and tools sit above every layer: they may import any of them, and they are the only
+# modules that may import inside a function (documented lazy imports: `create_app` in app/__init__.py
+# keeps `import app.config` free of Flask and Graphiti; the CLI, bench and demo load heavy tools on use).
+ENTRY_MODULES = ("app", "app.wsgi")
+ENTRY_PACKAGES = ("app.cli", "app.bench", "app.demo", "app.local_llm")
+
+# `from app.x import _y` (or `x._y` on an imported module) pairs allowed anyway, each with its reason.
+# Empty: every cross-module name is public. Add "importer -> module._name" only with a comment saying why.
+PRIVATE_NAME_IMPORTS_ALLOWED: frozenset[str] = frozenset()
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def module_names() -> list[str]:
@@ -28,32 +42,74 @@ def module_names() -> list[str]:
     return names
 
 
-def app_imports(module: str) -> set[str]:
-    """Every `app.*` module this module imports, at module level or inside functions."""
-    path = APP.parent / (module.replace(".", "/") + ".py")
-    if not path.exists():
-        path = APP.parent / module.replace(".", "/") / "__init__.py"
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("app"):
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("app"))
+KNOWN_MODULES = frozenset(module_names())
+
+
+def source_of(module: str) -> tuple[str, bool]:
+    """The module's source, and whether it is a package (its __init__.py)."""
+    path = BACKEND / (module.replace(".", "/") + ".py")
+    if path.exists():
+        return path.read_text(encoding="utf-8"), False
+    return (BACKEND / module.replace(".", "/") / "__init__.py").read_text(encoding="utf-8"), True
+
+
+def resolved(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ImportFrom names: `from .x import y` in app.rerank.types is app.rerank.x."""
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level - 1 >= len(package):
+        raise ValueError(f"{module}: relative import beyond the top package (level {node.level})")
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def is_app(name: str) -> bool:
+    return in_package(name, "app")
+
+
+def imports_of(node: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The `app.*` modules one import statement loads (a package, and a submodule taken from it)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if is_app(alias.name)}
+    if isinstance(node, ast.ImportFrom):
+        base = resolved(module, is_package, node)
+        if not is_app(base):
+            return set()
+        found = {base}
+        found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in KNOWN_MODULES)
+        return found
+    return set()
+
+
+def app_imports(module: str, source: str | None = None, is_package: bool = False) -> set[str]:
+    """Every `app.*` module this module imports, at module level or inside functions, relative or absolute."""
+    if source is None:
+        source, is_package = source_of(module)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        found |= imports_of(node, module, is_package)
     return found
 
 
 def layer_of(module: str) -> int | None:
     for index, layer in enumerate(LAYERS):
-        if module == layer or module.startswith(layer + "."):
+        if any(in_package(module, package) for package in layer):
             return index
     return None
 
 
+def is_entry_point(module: str) -> bool:
+    return module in ENTRY_MODULES or any(in_package(module, package) for package in ENTRY_PACKAGES)
+
+
+def unplaced(modules: list[str]) -> list[str]:
+    """Modules (top-level ones included) that are neither in a layer nor an entry point."""
+    return [name for name in modules if layer_of(name) is None and not is_entry_point(name)]
+
+
 def test_every_module_is_in_a_layer_or_above_them():
-    stray = [name for name in module_names()
-             if name not in ("app", "app.tasks") and layer_of(name) is None
-             and not name.startswith(ABOVE_LAYERS)]
-    assert stray == []
+    assert unplaced(module_names()) == []
 
 
 def upward_imports(imports: dict[str, set[str]]) -> list[str]:
@@ -62,15 +118,91 @@ def upward_imports(imports: dict[str, set[str]]) -> list[str]:
         own = layer_of(module)
         if own is None:
             continue
-        for imported in imported_modules:
+        for imported in sorted(imported_modules):
             target = layer_of(imported)
-            if (target is not None and target < own) or imported == "app" or imported.startswith(ABOVE_LAYERS):
+            if (target is not None and target < own) or is_entry_point(imported):
                 upward.append(f"{module} -> {imported}")
     return upward
 
 
 def test_layers_import_only_downward():
     assert upward_imports({module: app_imports(module) for module in module_names()}) == []
+
+
+def function_local_app_imports(module: str, source: str | None = None, is_package: bool = False) -> list[str]:
+    """`app.*` imports inside a function body (nested functions and methods included), as 'module:line -> target'."""
+    if source is None:
+        source, is_package = source_of(module)
+    found = set()
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            found.update((node.lineno, target) for target in imports_of(node, module, is_package))
+    return [f"{module}:{line} -> {target}" for line, target in sorted(found)]
+
+
+def test_layered_modules_import_only_at_their_top():
+    """An import inside a function is how an import loop hides; only entry points may import lazily."""
+    layered = [module for module in module_names() if layer_of(module) is not None]
+    assert layered and [hit for module in layered for hit in function_local_app_imports(module)] == []
+
+
+def private_name_imports(module: str, source: str | None = None, is_package: bool = False) -> list[str]:
+    """Names starting with one underscore that this module takes from another app module, as
+    'module -> source._name': `from app.x import _y`, relative alike, and `x._y` on an imported app module."""
+    if source is None:
+        source, is_package = source_of(module)
+    tree = ast.parse(source)
+    found = set()
+    bound: dict[str, str] = {}  # local name -> the app module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = resolved(module, is_package, node)
+            if not is_app(base):
+                continue
+            for alias in node.names:
+                if _private(alias.name) and base != module:
+                    found.add(f"{module} -> {base}.{alias.name}")
+                if f"{base}.{alias.name}" in KNOWN_MODULES:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if is_app(alias.name):
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+                    else:
+                        bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            owner = _dotted(node.value)
+            if owner is None or owner.split(".")[0] not in bound:
+                continue
+            first, _, rest = owner.partition(".")
+            target = bound[first] + ("." + rest if rest else "")
+            if target in KNOWN_MODULES and target != module:
+                found.add(f"{module} -> {target}.{node.attr}")
+    return sorted(found)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return None if owner is None else f"{owner}.{node.attr}"
+    return None
+
+
+def test_no_module_takes_another_modules_private_names():
+    """A name used across modules is public; `_name` promises it is used only where it is defined."""
+    found = {hit for module in module_names() for hit in private_name_imports(module)}
+    assert sorted(found - PRIVATE_NAME_IMPORTS_ALLOWED) == []
+    assert sorted(PRIVATE_NAME_IMPORTS_ALLOWED - found) == []  # an allowance nothing uses any more goes
 
 
 def test_the_layer_check_catches_upward_and_hidden_imports():
@@ -80,8 +212,76 @@ def test_the_layer_check_catches_upward_and_hidden_imports():
     assert upward_imports({"app.graph.search": {"app.report.tools", "app.rerank.guarded"}}) == [
         "app.graph.search -> app.report.tools"]
     assert upward_imports({"app.cli.demo": {"app.api.graph"}}) == []  # entry points sit above the layers
-    hidden = app_imports("app.api.rerank")  # imports at module level and inside functions alike
+    assert upward_imports({"app.graph.store": {"app"}}) == ["app.graph.store -> app"]  # app/__init__ is an entry
+    hidden = app_imports("app.api.rerank")
     assert {"app.graph.runtime", "app.rerank.factory"} <= hidden
+
+
+def test_the_layer_check_resolves_relative_imports():
+    source = "from ..graph import runtime\nfrom . import judge\nfrom .strategies.base import shown_texts\n"
+    imports = app_imports("app.rerank.factory", source)
+    assert {"app.graph", "app.graph.runtime", "app.rerank", "app.rerank.judge", "app.rerank.strategies.base"} <= imports
+    assert upward_imports({"app.rerank.factory": imports}) == [
+        "app.rerank.factory -> app.graph", "app.rerank.factory -> app.graph.runtime"]
+    # In a package's __init__, one dot is the package itself.
+    assert app_imports("app.rerank", "from .types import Document\n", is_package=True) == {"app.rerank.types"}
+    assert app_imports("app.rerank", "from ..api import errors\n", is_package=True) == {"app.api", "app.api.errors"}
+    with pytest.raises(ValueError):
+        app_imports("app.config", "from ... import x\n")
+
+
+def test_top_level_modules_are_checked_too():
+    assert layer_of("app.tasks") == layer_of("app.config")  # a leaf: any layer may use it ...
+    assert upward_imports({"app.tasks": {"app.graph.runtime"}}) == ["app.tasks -> app.graph.runtime"]  # ... uses none
+    assert upward_imports({"app.config": {"app.tasks"}, "app.api.tasks": {"app.tasks"}}) == []
+    assert unplaced(["app", "app.wsgi", "app.tasks", "app.config", "app.helpers", "app.cli.demo"]) == ["app.helpers"]
+    assert unplaced(["app.apix", "app.cli_tools"]) == ["app.apix", "app.cli_tools"]  # packages, not name prefixes
+
+
+def test_the_function_local_import_check_can_fail():
+    source = (
+        "import json\n"
+        "from app.graph.runtime import run_on_loop\n"  # the top: fine
+        "def build():\n"
+        "    import os\n"  # not an app module: fine
+        "    from app.graph.runtime import shared_embedder\n"
+        "class Reranker:\n"
+        "    async def rank(self):\n"
+        "        def inner():\n"
+        "            from . import judge\n"
+        "        import app.rerank.factory\n"
+    )
+    assert function_local_app_imports("app.rerank.guarded", source) == [
+        "app.rerank.guarded:5 -> app.graph.runtime",
+        "app.rerank.guarded:9 -> app.rerank",
+        "app.rerank.guarded:9 -> app.rerank.judge",
+        "app.rerank.guarded:10 -> app.rerank.factory",
+    ]
+    assert function_local_app_imports("app.rerank.guarded", "from app.config import Config\n") == []
+
+
+def test_the_private_name_check_can_fail():
+    source = (
+        "from app.graph.runtime import _build_reranker, run_on_loop, __all__\n"
+        "from .judge import _redact\n"
+        "from app.graph import store as graph_store\n"
+        "import app.rerank.types\n"
+        "import app.rerank.judge as judge\n"
+        "from app.rerank.circuit_breaker import CircuitBreaker\n"
+        "graph_store._query(1)\n"
+        "app.rerank.types._check\n"
+        "judge._client\n"
+        "CircuitBreaker._state\n"  # a class's attribute, not a module's: another check's business
+        "self._x\n"
+    )
+    assert private_name_imports("app.rerank.factory", source) == [
+        "app.rerank.factory -> app.graph.runtime._build_reranker",
+        "app.rerank.factory -> app.graph.store._query",
+        "app.rerank.factory -> app.rerank.judge._client",
+        "app.rerank.factory -> app.rerank.judge._redact",
+        "app.rerank.factory -> app.rerank.types._check",
+    ]
+    assert private_name_imports("app.rerank.factory", "from app.rerank.judge import LLMJudge\n") == []
 
 
 def _import_alone(module: str) -> tuple[str, int, str]:
