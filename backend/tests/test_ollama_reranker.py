@@ -355,6 +355,33 @@ def test_breaker_opens_skips_the_model_and_closes_after_recovery(scripted_llm, c
     assert reranker.stats()["breaker"]["state"] == "closed"
 
 
+def test_the_breaker_opens_and_cached_calls_are_still_served(scripted_llm, caplog):
+    """A call whose every score is cached needs no model, so an open breaker does not stop it (guarded.py)."""
+    scripted_llm.responder = scored_by(SCRIPT)
+    reranker = make_reranker(scripted_llm.base_url, breaker_threshold=2, breaker_cooldown_s=600)
+    cached = list(SCRIPT)
+    first = rank(reranker, cached)  # scored, and cached from now on
+    judged_order = ["Paris, on the Champ de Mars.", "The tower is in France.", "Berlin has a TV tower."]
+    assert [passage for passage, _ in first] == judged_order  # not the incoming order
+
+    scripted_llm.responder = always(server_error())
+    for _ in range(2):
+        assert_incoming_order(rank(reranker, PASSAGES[:3]), PASSAGES[:3])
+    assert reranker.stats()["breaker"]["state"] == "open"
+    assert_incoming_order(rank(reranker, PASSAGES[:3]), PASSAGES[:3])  # uncached: skipped
+    assert reranker.stats()["breaker_skips"] == 1
+    requests_before = scripted_llm.count
+
+    caplog.clear()
+    again = rank(reranker, cached)
+    assert scripted_llm.count == requests_before  # no model request
+    assert again == first  # the judge's order and scores, not a fallback
+    assert warnings_in(caplog) == []
+    stats = reranker.stats()
+    assert stats["breaker_skips"] == 1 and stats["breaker"]["state"] == "open"
+    assert stats["cache_hits"] == len(SCRIPT)
+
+
 # -- the judge's parts --------------------------------------------------------------------------
 
 
