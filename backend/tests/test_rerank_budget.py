@@ -33,6 +33,12 @@ def first_three_then_hang(score_fn=lambda query, passage: SCORES[passage]):
     return lambda request: answer(request) if request.index < 3 else hang()
 
 
+def passages_0_to_2_then_hang():
+    """Passages 0-2 are answered at once, every other one hangs. Keyed by passage, not arrival:
+    with two requests in flight, passages 2 and 3 reach the server in either order."""
+    return judge(lambda query, passage: SCORES[passage] if passage in PASSAGES[:3] else hang())
+
+
 def reranker(base_url: str, *, budget_s: float = 0.0, deadline_s: float = 30.0, max_parallel: int = 1,
              cache_size: int = 100, strategy=None) -> OllamaReranker:
     judge_ = LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
@@ -96,7 +102,7 @@ def test_rank_answers_the_judged_reordered_in_their_places_and_the_rest_in_first
 
 
 def test_a_passed_deadline_keeps_the_finished_scores_with_one_warning(caplog):
-    with ScriptedLLMServer(first_three_then_hang()) as server:
+    with ScriptedLLMServer(passages_0_to_2_then_hang()) as server:
         ranker = reranker(server.base_url, deadline_s=1.0, max_parallel=2)
         with caplog.at_level(logging.WARNING):
             judgement, elapsed = judged(ranker)
