@@ -48,6 +48,14 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value.strip()
 
 
+def _reranker_api_key(embedding_api_key: str) -> str:
+    """RERANKER_API_KEY; unset, the judge shares the embedder's server and key. A rerank_api server
+    is someone else's (TEI, Cohere, Jina): it never gets the embedder's key, only its own or none."""
+    if (_env("RERANKER_PROVIDER") or "").lower() == "rerank_api":
+        return _env("RERANKER_API_KEY", "") or ""
+    return _env("RERANKER_API_KEY", embedding_api_key) or embedding_api_key
+
+
 def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
     value = (_env(name, default) or default).lower()
     if value not in allowed:
@@ -203,13 +211,13 @@ class Config:
             embedding_model=_env("EMBEDDING_MODEL", cls.embedding_model),
             embedding_api_key=embedding_api_key,
             embedding_dim=_int("EMBEDDING_DIM", cls.embedding_dim, 1),
-            reranker_provider=_choice("RERANKER_PROVIDER", "ollama", RERANKER_PROVIDERS),
+            reranker_provider=_choice("RERANKER_PROVIDER", cls.reranker_provider, RERANKER_PROVIDERS),
             reranker_model=_env("RERANKER_MODEL", cls.reranker_model),
             # The reranker usually lives on the same Ollama as the embedder.
             reranker_base_url=_env("RERANKER_BASE_URL", embedding_base_url),
-            reranker_api_key=_env("RERANKER_API_KEY", embedding_api_key),
-            reranker_score_mode=_choice("RERANKER_SCORE_MODE", "auto", RERANKER_SCORE_MODES),
-            reranker_strategy=_choice("RERANKER_STRATEGY", "pointwise", RERANKER_STRATEGIES),
+            reranker_api_key=_reranker_api_key(embedding_api_key),
+            reranker_score_mode=_choice("RERANKER_SCORE_MODE", cls.reranker_score_mode, RERANKER_SCORE_MODES),
+            reranker_strategy=_choice("RERANKER_STRATEGY", cls.reranker_strategy, RERANKER_STRATEGIES),
             reranker_max_parallel=_int("RERANKER_MAX_PARALLEL", cls.reranker_max_parallel, 1),
             reranker_timeout_s=_float("RERANKER_TIMEOUT_S", cls.reranker_timeout_s, 0.01),
             reranker_deadline_s=_float("RERANKER_DEADLINE_S", cls.reranker_deadline_s, 0.01),

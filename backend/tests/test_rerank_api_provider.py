@@ -23,7 +23,7 @@ from app.rerank.rerank_api import EMPTY_TEXT, NOT_IN_ANSWER, REQUEST_FAILED, Rer
 from app.rerank.rerank_api_client import RerankApiClient
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
-from tests.support.scripted_llm import delay, hang, rate_limited, server_error, unused_base_url
+from tests.support.scripted_llm import delay, error, hang, rate_limited, server_error, unused_base_url
 from tests.support.scripted_rerank_api import ScriptedRerankApi, not_json, results
 
 QUERY = "where does the harbor get its drinking water?"
@@ -335,12 +335,30 @@ def test_a_partly_failed_call_keeps_the_scored_batches(caplog):
         reranker = make_reranker(api.base_url, max_documents=2)
         ranked, fell_back = rank(reranker, PASSAGES)
         ranking = asyncio.run(reranker.rank_positions("another query", PASSAGES, strict=False))
+        judgement = asyncio.run(reranker.judge_positions("a third query", PASSAGES))
     # Batches [0, 1] failed, [2, 3] and [4] were scored: the failed two go last, in incoming order.
     assert [passage for passage, _ in ranked] == [PASSAGES[i] for i in (2, 4, 3, 0, 1)] and not fell_back
     assert_complete(ranked, PASSAGES)
     assert [why for _, _, why in ranking.order][-2:] == [REQUEST_FAILED, REQUEST_FAILED]
     assert warnings_of(caplog) == []  # not a failed call: the search is still reranked
-    assert reranker.stats()["passage_failures"] == 4 and reranker.stats()["fallbacks"] == 0
+    assert reranker.stats()["passage_failures"] == 6 and reranker.stats()["fallbacks"] == 0  # 2 in each of 3 calls
+    # What graph search reads: only the three passages the server scored count as judged, by score.
+    assert (judgement.judged, judgement.candidates, judgement.by_score) == (3, 5, True)
+    assert set(judgement.judged_at_s) == {2, 3, 4} and not judgement.fell_back
+
+
+def test_the_budget_keeps_the_batches_that_answered_in_time():
+    # Two documents per request, one request at a time: the first batch answers, every later one hangs.
+    first_batch = lambda request: None if PASSAGES[0] in request.documents else hang()
+    with ScriptedRerankApi("cohere", scorer=by_table, responder=first_batch) as api:
+        reranker = make_reranker(api.base_url, max_documents=2, max_parallel=1, budget_s=0.5)
+        judgement = asyncio.run(reranker.judge_positions(QUERY, PASSAGES))
+        ranked, fell_back = rank(reranker, PASSAGES)
+    assert (judgement.judged, judgement.cut_short, judgement.fell_back) == (2, "budget", False)
+    assert judgement.evidence == pytest.approx({0: RELEVANCE[PASSAGES[0]], 1: RELEVANCE[PASSAGES[1]]})
+    # The judged two swap places; the three unjudged keep theirs. Not a fallback, no breaker failure.
+    assert [passage for passage, _ in ranked] == [PASSAGES[i] for i in (1, 0, 2, 3, 4)] and not fell_back
+    assert reranker.stats()["fallbacks"] == 0 and reranker.stats()["breaker"]["consecutive_failures"] == 0
 
 
 def test_the_breaker_opens_and_cached_calls_are_still_served(caplog):
@@ -401,6 +419,21 @@ def test_settings_build_the_shared_rerank_api_client(monkeypatch):
         Config.from_env()
 
 
+def test_a_rerank_api_server_never_gets_the_embedders_key(monkeypatch):
+    monkeypatch.setenv("EMBEDDING_API_KEY", "sk-embedder-key")
+    monkeypatch.delenv("RERANKER_API_KEY", raising=False)
+    monkeypatch.setenv("RERANKER_PROVIDER", "ollama")
+    assert Config.from_env().reranker_api_key == "sk-embedder-key"  # a judge on the embedder's Ollama
+    monkeypatch.setenv("RERANKER_PROVIDER", "rerank_api")
+    config = Config.from_env()
+    assert config.reranker_api_key == ""
+    with ScriptedRerankApi("cohere", scorer=by_table) as api:
+        rank(make_reranker(api.base_url, api_key=config.reranker_api_key), PASSAGES)
+        assert "authorization" not in api.request_headers[-1]
+    monkeypatch.setenv("RERANKER_API_KEY", API_KEY)
+    assert Config.from_env().reranker_api_key == API_KEY
+
+
 # -- end to end: graph search and /api/rerank --------------------------------------------------------
 
 
@@ -433,6 +466,7 @@ def test_graph_search_is_ordered_by_the_rerank_api(backend, water_graph, caplog)
         health = client.get("/health").get_json()["reranker"]
 
         assert [edge["fact"] for edge in body["edges"]] == rrf[::-1][:4] and body["reranked"] is True
+        assert body["fusion"] == "linear"  # the default fusion reads the server's scores by value
         assert sorted(edge["first_stage_rank"] for edge in body["edges"]) == [5, 6, 7, 8]
         scores = [edge["rerank_score"] for edge in body["edges"]]
         assert scores == sorted(scores, reverse=True) and all(score > 0 for score in scores)
@@ -512,6 +546,36 @@ def test_api_rerank_marks_documents_the_server_left_out(backend):
         body = client.post("/api/rerank", json={"query": QUERY, "documents": DOCS}).get_json()
     assert [result["id"] for result in body["results"]] == ["d1", "d2", "d0", "d3", "d4"]
     assert [result.get("reason") for result in body["results"]] == [None, None] + [NOT_IN_ANSWER] * 3
+
+
+def test_a_server_that_echoes_the_key_never_puts_it_in_logs_error_bodies_or_health(backend, water_graph, caplog):
+    echo = lambda request: error(401, f"Incorrect API key provided: {request.headers.get('authorization')}")
+    with ScriptedRerankApi("cohere", responder=echo) as api, caplog.at_level(logging.DEBUG):
+        _, client = api_backend(backend, api.base_url)
+        refused = client.post("/api/rerank", json={"query": QUERY, "documents": PASSAGES})
+        search = client.post(f"/api/graph/{water_graph}/search", json={"query": SEARCH_QUERY, "limit": 4})
+        health = client.get("/health").get_json()
+        assert API_KEY in api.request_headers[-1]["authorization"]  # it was sent, and echoed back
+    assert refused.status_code == 502 and "HTTP 401" in refused.get_json()["error"]["message"]
+    assert search.status_code == 200 and search.get_json()["reranked"] is False
+    assert health["reranker"]["stats"]["errors"]["HTTP 401"] >= 1
+    for text in (caplog.text, json.dumps(refused.get_json()), json.dumps(search.get_json()), json.dumps(health)):
+        assert API_KEY not in text
+
+
+def test_api_rerank_strict_refuses_a_document_longer_than_the_limit(backend):
+    with ScriptedRerankApi("cohere", scorer=by_table) as api:
+        _, client = api_backend(backend, api.base_url, RERANKER_MAX_DOCUMENT_CHARS=60)
+        long_docs = [{"id": "short", "text": "tiny"}, {"id": "long", "text": "x" * 61}]
+        strict = client.post("/api/rerank", json={"query": QUERY, "documents": long_docs})
+        lenient = client.post("/api/rerank", json={"query": QUERY, "documents": long_docs, "strict": False})
+        sent = api.requests
+    assert strict.status_code == 413
+    error_body = strict.get_json()["error"]
+    assert error_body["code"] == "document_too_long" and error_body["document_id"] == "long"
+    assert "61 characters" in error_body["message"]
+    # Lenient cuts it for the server only: one request, the long text sent as its first 60 characters.
+    assert lenient.status_code == 200 and len(sent) == 1 and sent[0]["documents"] == ["tiny", "x" * 60]
 
 
 def test_api_rerank_past_the_deadline_is_a_504(backend):

@@ -114,6 +114,11 @@ def _rerank_with_api(config: Config, query: str, documents: list[Document], stra
                        f"RERANKER_PROVIDER=rerank_api scores each document with a dedicated reranker model; "
                        f"only the '{API_STRATEGY}' strategy applies, not '{strategy}'")
     reranker = shared_rerank_api(config)
+    if strict:  # the same rule as the judge's strategies: strict mode never cuts a document silently
+        too_long = [document for document in documents if len(document.text) > reranker.max_document_chars]
+        if too_long:
+            raise _as_api_error(DocumentTooLongError.strict(too_long[0].id, len(too_long[0].text),
+                                                            reranker.max_document_chars))
     started = time.perf_counter()
     ranking = _within_deadline(
         config, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict),

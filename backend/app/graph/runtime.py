@@ -25,7 +25,7 @@ from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 
-from app.config import RERANKER_PROVIDERS, Config
+from app.config import Config
 from app.graph import episodes
 from app.graph import fact_import
 from app.graph import import_journal
@@ -34,7 +34,7 @@ from app.graph.graph_locks import GraphLocks
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph.search import SearchOutcome, search_graph
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, describe
-from app.rerank.factory import build_reranker
+from app.rerank.factory import build_reranker, check_provider
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
     from app.graph.embedded_falkordb import EmbeddedFalkorDB
@@ -319,11 +319,7 @@ def _get_graphiti(config: Config | None = None) -> GraphitiRuntime:
         with _graphiti_lock:
             if _graphiti is None:
                 config = config or Config.from_env()
-                # Validate the provider before anything is started.
-                if config.reranker_provider not in RERANKER_PROVIDERS:
-                    raise ValueError(
-                        f"Unknown RERANKER_PROVIDER={config.reranker_provider}; allowed: {RERANKER_PROVIDERS}"
-                    )
+                check_provider(config.reranker_provider)  # before anything is started
                 _graphiti = _start_runtime(config)
     return _graphiti
 

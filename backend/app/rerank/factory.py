@@ -22,7 +22,7 @@ consults and feeds the same one, so a model that keeps failing is skipped by bot
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
@@ -36,24 +36,30 @@ from app.rerank.rerank_api_client import RerankApiClient
 from app.rerank.strategies.registry import strategy_from_config
 
 _lock = threading.Lock()
-_shared: tuple[tuple, LLMJudge] | None = None
-_shared_api: tuple[tuple, RerankApiReranker] | None = None
-_shared_breaker: tuple[tuple, CircuitBreaker] | None = None
+# The settings of the deadline / breaker / fallback wrapper (app/rerank/guarded.py) every reranker takes.
+_GUARD_SETTINGS = ("deadline_s", "budget_s", "breaker_threshold", "breaker_cooldown_s")
+# What each shared_* function built last, with the settings it was built from.
+_shared: dict[str, tuple[tuple, Any]] = {}
+
+
+def _shared_for(kind: str, key: tuple, build: Callable[[], Any]) -> Any:
+    """The process-wide object of `kind`, rebuilt only when its settings (`key`) change."""
+    with _lock:
+        if kind not in _shared or _shared[kind][0] != key:
+            _shared[kind] = (key, build())
+        return _shared[kind][1]
+
+
+def _settings(config: Config, *names: str, **renamed: str) -> dict[str, Any]:
+    """Keyword arguments read from the `reranker_<name>` settings (`argument="<name>"` where they differ)."""
+    fields = {**{name: name for name in names}, **renamed}
+    return {argument: getattr(config, f"reranker_{name}") for argument, name in fields.items()}
 
 
 def _judge_settings(config: Config) -> dict[str, Any]:
     """The RERANKER_* settings a judge is made from, by LLMJudge's argument names."""
-    return dict(
-        model=config.reranker_model,
-        base_url=config.reranker_base_url,
-        api_key=config.reranker_api_key,
-        score_mode=config.reranker_score_mode,
-        max_parallel=config.reranker_max_parallel,
-        timeout_s=config.reranker_timeout_s,
-        cache_size=config.reranker_cache_size,
-        max_tokens=config.reranker_max_tokens,
-        instructions=config.reranker_instructions,
-    )
+    return _settings(config, "model", "base_url", "api_key", "score_mode", "max_parallel", "timeout_s",
+                     "cache_size", "max_tokens", "instructions")
 
 
 def build_judge(config: Config) -> LLMJudge:
@@ -63,46 +69,23 @@ def build_judge(config: Config) -> LLMJudge:
 
 def shared_judge(config: Config) -> LLMJudge:
     """The process-wide judge for these settings."""
-    global _shared
-    key = tuple(_judge_settings(config).values())
-    with _lock:
-        if _shared is None or _shared[0] != key:
-            _shared = (key, build_judge(config))
-        return _shared[1]
+    return _shared_for("judge", tuple(_judge_settings(config).values()), lambda: build_judge(config))
 
 
 def shared_breaker(config: Config) -> CircuitBreaker:
     """The process-wide circuit breaker of the configured reranking model (see the module docstring)."""
-    global _shared_breaker
     if config.reranker_provider == "rerank_api":
         return shared_rerank_api(config).breaker
-    key = (*_judge_settings(config).values(), config.reranker_breaker_threshold, config.reranker_breaker_cooldown_s)
-    with _lock:
-        if _shared_breaker is None or _shared_breaker[0] != key:
-            _shared_breaker = (key, CircuitBreaker(config.reranker_breaker_threshold,
-                                                   config.reranker_breaker_cooldown_s))
-        return _shared_breaker[1]
+    threshold, cooldown_s = config.reranker_breaker_threshold, config.reranker_breaker_cooldown_s
+    return _shared_for("breaker", (*_judge_settings(config).values(), threshold, cooldown_s),
+                       lambda: CircuitBreaker(threshold, cooldown_s))
 
 
 def _rerank_api_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
     """The RERANKER_* settings of the rerank_api provider: (client's, reranker's) by argument name."""
-    client = dict(
-        base_url=config.reranker_base_url,
-        model=config.reranker_model,
-        api_key=config.reranker_api_key,
-        style=config.reranker_api_style,
-        timeout_s=config.reranker_timeout_s,
-        max_parallel=config.reranker_max_parallel,
-        max_documents=config.reranker_api_max_documents,
-    )
-    reranker = dict(
-        cache_size=config.reranker_cache_size,
-        max_document_chars=config.reranker_max_document_chars,
-        deadline_s=config.reranker_deadline_s,
-        breaker_threshold=config.reranker_breaker_threshold,
-        breaker_cooldown_s=config.reranker_breaker_cooldown_s,
-    )
-    return client, reranker
+    client = _settings(config, "base_url", "model", "api_key", "timeout_s", "max_parallel",
+                       style="api_style", max_documents="api_max_documents")
+    return client, _settings(config, "cache_size", "max_document_chars", *_GUARD_SETTINGS)
 
 
 def build_rerank_api(config: Config) -> RerankApiReranker:
@@ -113,34 +96,27 @@ def build_rerank_api(config: Config) -> RerankApiReranker:
 
 def shared_rerank_api(config: Config) -> RerankApiReranker:
     """The process-wide rerank_api cross encoder for these settings."""
-    global _shared_api
     client, reranker = _rerank_api_settings(config)
-    key = (*client.values(), *reranker.values())
-    with _lock:
-        if _shared_api is None or _shared_api[0] != key:
-            _shared_api = (key, build_rerank_api(config))
-        return _shared_api[1]
+    return _shared_for("rerank_api", (*client.values(), *reranker.values()), lambda: build_rerank_api(config))
+
+
+def check_provider(provider: str) -> str:
+    """`provider` if it is a RERANKER_PROVIDER we can build, else ValueError naming the allowed ones."""
+    if provider not in RERANKER_PROVIDERS:
+        raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: {RERANKER_PROVIDERS}")
+    return provider
 
 
 def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
     """The cross encoder for RERANKER_PROVIDER: the passthrough, the shared rerank_api client, or the
     LLM judge running RERANKER_STRATEGY with its settings (mmr needs the embedder). No network I/O."""
-    provider = config.reranker_provider
-    if provider not in RERANKER_PROVIDERS:
-        raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: {RERANKER_PROVIDERS}")
+    provider = check_provider(config.reranker_provider)
     if provider == "none":
         return PassthroughReranker()
     if provider == "rerank_api":
         return shared_rerank_api(config)
-    reranker = OllamaReranker(
-        judge or shared_judge(config),
-        strategy=strategy_from_config(config, embedder=embedder),
-        deadline_s=config.reranker_deadline_s,
-        budget_s=config.reranker_budget_s,
-        context_tokens=config.reranker_context_tokens,
-        breaker_threshold=config.reranker_breaker_threshold,
-        breaker_cooldown_s=config.reranker_breaker_cooldown_s,
-    )
+    reranker = OllamaReranker(judge or shared_judge(config), strategy=strategy_from_config(config, embedder=embedder),
+                              **_settings(config, "context_tokens", *_GUARD_SETTINGS))
     if judge is None:  # on the shared judge, the model's breaker is shared too (/api/rerank reads it)
         reranker.breaker = shared_breaker(config)
     return reranker

@@ -24,8 +24,10 @@ import openai
 from app.config import RERANKER_SCORE_MODES as SCORE_MODES
 from app.rerank.counters import CounterSet
 from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
+from app.rerank.loop_clients import LoopClients
 from app.rerank.request_limit import RequestLimit
 from app.rerank.score_cache import ScoreCache, score_key
+from app.rerank.types import CALL_LEVEL_STATUSES
 from app.rerank.score_parsing import (
     expected_grade, grade_from_text, parse_json_score, yes_no_from_text, yes_probability,
 )
@@ -33,8 +35,6 @@ from app.rerank.score_parsing import (
 logger = logging.getLogger(__name__)
 
 TOP_LOGPROBS = 10  # alternatives requested per position; yes/no are nearly always among them
-# 401/403/404 (wrong key, no access, unknown model) will fail every request of a call alike.
-_CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
 
 COUNTER_NAMES = (
     "calls",  # rank calls (strategies count them)
@@ -128,9 +128,10 @@ class LLMJudge:
         self._limit = RequestLimit(max_parallel)
         self._cache = ScoreCache(cache_size)
         self._lock = threading.Lock()
-        # httpx connection pools belong to one event loop: one client per loop, created lazily
-        # (clients of closed loops are dropped when the next one is made).
-        self._clients: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+        # max_retries=0: the SDK's own retries would multiply our timeouts and deadline.
+        self._clients = LoopClients(lambda: openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=self._api_key, timeout=self.timeout_s, max_retries=0),
+            lambda client: client.close())
 
     def __repr__(self) -> str:
         return f"LLMJudge(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
@@ -194,36 +195,17 @@ class LLMJudge:
             "score_mode": self.score_mode,
             "score_mode_in_use": self._mode_in_use,
             "prompt_version": PROMPT_VERSION,
-            "max_parallel": self._limit.size,
             "timeout_s": self.timeout_s,
-            "in_flight": self._limit.in_use,
-            "peak_in_flight": self._limit.peak,
+            **self._limit.snapshot(),
             "cache_entries": len(self._cache),
             **self.counters.snapshot(),
         }
 
     async def aclose(self) -> None:
         """Close the client of the running loop (optional; clients of finished loops are dropped)."""
-        with self._lock:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
 
     # -- internals --------------------------------------------------------------------------
-
-    def _client(self) -> openai.AsyncOpenAI:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is None:
-                for closed in [other for other in self._clients if other.is_closed()]:
-                    del self._clients[closed]
-                # max_retries=0: the SDK's own retries would multiply our timeouts and deadline.
-                client = openai.AsyncOpenAI(
-                    base_url=self.base_url, api_key=self._api_key, timeout=self.timeout_s, max_retries=0
-                )
-                self._clients[loop] = client
-        return client
 
     def _switch_to_json(self) -> None:
         with self._lock:
@@ -243,7 +225,7 @@ class LLMJudge:
         if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
             return JudgeError(name, f"no answer within {self.timeout_s:g}s")
         if isinstance(exc, openai.APIStatusError):
-            return JudgeError(name, f"HTTP {exc.status_code}", call_level=exc.status_code in _CALL_LEVEL_STATUSES)
+            return JudgeError(name, f"HTTP {exc.status_code}", call_level=exc.status_code in CALL_LEVEL_STATUSES)
         if isinstance(exc, openai.APIConnectionError):
             return JudgeError(name, "could not reach the server")
         return JudgeError(name, "unreadable response")  # e.g. a body that is not JSON
@@ -260,7 +242,7 @@ class LLMJudge:
             self.counters.add("model_requests")
             try:
                 async with asyncio.timeout(self.timeout_s):  # hard bound, whatever the transport does
-                    response = await self._client().chat.completions.create(
+                    response = await self._clients.get().chat.completions.create(
                         model=self.model, messages=messages, temperature=0, max_tokens=max_tokens, **options
                     )
             except Exception as exc:  # CancelledError is not an Exception: cancellation propagates

@@ -36,6 +36,9 @@ class RequestLimit:
         self._lock = threading.Lock()
         self._waiters: deque[_Waiter] = deque()
 
+    def snapshot(self) -> dict[str, int]:
+        return {"max_parallel": self.size, "in_flight": self.in_use, "peak_in_flight": self.peak}
+
     async def __aenter__(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:

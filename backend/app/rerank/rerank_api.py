@@ -26,7 +26,8 @@ from typing import Any, Literal
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.guarded import GuardedReranker
 from app.rerank.judge import redact_url
-from app.rerank.ollama_reranker import SCORE_FLOOR
+from app.rerank.judgement import SCORE_FLOOR, report_failed, report_judged
+
 from app.rerank.rerank_api_client import RerankApiClient, ScoredTexts
 from app.rerank.score_cache import ScoreCache, ScoreKey, score_key
 from app.rerank.types import RerankError
@@ -60,6 +61,9 @@ class RerankApiReranker(GuardedReranker):
 
     # Its scores are relevance (as pointwise judging gives), not ranks: fusion may read them by value.
     scores_are_relevance = True
+    # Each scored passage is reported as its batch's answer arrives, so "judged" counts only passages
+    # the server really scored, and a budget or deadline that ends a split call keeps finished batches.
+    reports_progress = True
 
     def __init__(
         self,
@@ -68,11 +72,12 @@ class RerankApiReranker(GuardedReranker):
         cache_size: int = 4096,
         max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
         deadline_s: float = 120.0,
+        budget_s: float = 0.0,
         breaker_threshold: int = 3,
         breaker_cooldown_s: float = 30.0,
     ) -> None:
         # No network I/O here: the app must boot while the reranker server is down.
-        super().__init__(counters=client.counters, deadline_s=deadline_s,
+        super().__init__(counters=client.counters, deadline_s=deadline_s, budget_s=budget_s,
                          breaker_threshold=breaker_threshold, breaker_cooldown_s=breaker_cooldown_s)
         self.client = client
         self.max_document_chars = max_document_chars
@@ -109,8 +114,16 @@ class RerankApiReranker(GuardedReranker):
         unusable answer raises. Otherwise failures only leave their passages unscored."""
         raw, to_send = self._from_cache(query, passages)
         texts = list(to_send)
-        scored = await self.client.score(query, [text[: self.max_document_chars] for text in texts]) \
-            if texts else ScoredTexts()
+        for position, score in raw.items():  # cached scores count as judged, for free
+            report_judged([str(position)], self._mapped(score))
+
+        def arrived(batch: dict[int, float]) -> None:  # what a cut-short call keeps
+            self._note_scale(batch.values())
+            for index, score in batch.items():
+                report_judged(map(str, to_send[texts[index]]), self._mapped(score))
+
+        scored = await self.client.score(query, [text[: self.max_document_chars] for text in texts],
+                                         arrived) if texts else ScoredTexts()
         for index, score in scored.scores.items():
             self._cache.put(self._key(query, texts[index]), score)
             raw.update(dict.fromkeys(to_send[texts[index]], score))
@@ -119,6 +132,7 @@ class RerankApiReranker(GuardedReranker):
         if strict and scored.errors:
             raise scored.errors[0]
         failed = {position for index in scored.failed for position in to_send[texts[index]]}
+        report_failed(map(str, failed))
         self._note_scale(scored.scores.values())
         ranking = RerankApiRanking(self._order(passages, raw, failed), scored.requests, scored.ignored,
                                    scored.tokens, scored.errors)

@@ -24,7 +24,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -33,7 +33,8 @@ from app.rerank.counters import CounterSet
 from app.rerank.judge import redact_url
 from app.rerank.request_limit import RequestLimit
 from app.rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect
-from app.rerank.types import RerankError, RerankParseError, RerankProviderError
+from app.rerank.loop_clients import LoopClients
+from app.rerank.types import CALL_LEVEL_STATUSES, RerankError, RerankParseError, RerankProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +53,12 @@ COUNTER_NAMES = (
     "score_scale_switches",  # raw scores found to be logits rather than probabilities
     "prompt_tokens",  # tokens the server reports it evaluated
 )
-# A wrong key, no access or an unknown model/route fail every request of a call alike.
-_CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
 # Servers say "too many documents in one request" with these (TEI: 413; FastAPI-style validation: 422).
 _BATCH_REFUSED_STATUSES = frozenset({413, 422})
 _EXCERPT_CHARS = 160
+
+
+OnScored = Callable[[dict[int, float]], None]
 
 
 class BatchRefused(RerankProviderError):
@@ -105,8 +107,8 @@ class RerankApiClient:
         self._smallest_refused: int | None = None
         self._limit = RequestLimit(max_parallel)
         self._lock = threading.Lock()
-        # httpx connection pools belong to one event loop: one client per loop, created lazily.
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._clients = LoopClients(lambda: httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s)),
+                                    lambda client: client.aclose())
 
     def __repr__(self) -> str:
         return f"RerankApiClient(model={self.model!r}, url={redact_url(self.url)!r})"
@@ -128,13 +130,14 @@ class RerankApiClient:
         size = self.batch_size()
         return -(-n_documents // size) if size else min(n_documents, 1)
 
-    async def score(self, query: str, texts: list[str]) -> ScoredTexts:
-        """Raw scores for `texts` by position, batch by batch, concurrently under the bound."""
+    async def score(self, query: str, texts: list[str], on_scored: OnScored | None = None) -> ScoredTexts:
+        """Raw scores for `texts` by position, batch by batch, concurrently under the bound.
+        `on_scored({position: raw score})` hears each batch's scores as its answer arrives."""
         run = ScoredTexts()
         size = self.batch_size() or max(len(texts), 1)
         positions = list(range(len(texts)))
         batches = [positions[start:start + size] for start in range(0, len(positions), size)]
-        await asyncio.gather(*(self._score_batch(query, texts, batch, run) for batch in batches))
+        await asyncio.gather(*(self._score_batch(query, texts, batch, run, on_scored) for batch in batches))
         return run
 
     def stats(self) -> dict[str, Any]:
@@ -145,23 +148,19 @@ class RerankApiClient:
             "dialect_in_use": self._dialect,
             "max_documents": self.max_documents,
             "max_documents_learned": self._learned_cap,
-            "max_parallel": self._limit.size,
             "timeout_s": self.timeout_s,
-            "in_flight": self._limit.in_use,
-            "peak_in_flight": self._limit.peak,
+            **self._limit.snapshot(),
         }
 
     async def aclose(self) -> None:
         """Close the client of the running loop (clients of finished loops are dropped anyway)."""
-        with self._lock:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        await self._clients.aclose()
 
     # -- internals --------------------------------------------------------------------------
 
     async def _score_batch(
-        self, query: str, texts: list[str], batch: list[int], run: ScoredTexts, *, split: bool = False
+        self, query: str, texts: list[str], batch: list[int], run: ScoredTexts, on_scored: OnScored | None,
+        *, split: bool = False,
     ) -> None:
         try:
             answer = await self._request(query, [texts[position] for position in batch], run)
@@ -169,8 +168,8 @@ class RerankApiClient:
             half = (len(batch) + 1) // 2
             self._note_refused(len(batch))
             self.counters.add("batch_splits")
-            await asyncio.gather(self._score_batch(query, texts, batch[:half], run, split=True),
-                                 self._score_batch(query, texts, batch[half:], run, split=True))
+            await asyncio.gather(self._score_batch(query, texts, batch[:half], run, on_scored, split=True),
+                                 self._score_batch(query, texts, batch[half:], run, on_scored, split=True))
             return
         except RerankError as error:
             run.failed.extend(batch)
@@ -181,10 +180,12 @@ class RerankApiClient:
             return
         if split:  # remembered only once a smaller batch worked: a 422 for another reason teaches nothing
             self._learn_cap(len(batch))
-        for index, score in answer.scores.items():
-            run.scores[batch[index]] = score
+        scored = {batch[index]: score for index, score in answer.scores.items()}
+        run.scores.update(scored)
         run.ignored += answer.ignored
         run.tokens += answer.tokens
+        if on_scored is not None and scored:
+            on_scored(scored)
 
     async def _request(self, query: str, texts: list[str], run: ScoredTexts) -> Answer:
         async with self._limit:
@@ -213,7 +214,7 @@ class RerankApiClient:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
             async with asyncio.timeout(self.timeout_s):  # hard bound, whatever the transport does
-                return await self._client().post(self.url, json=body, headers=headers)
+                return await self._clients.get().post(self.url, json=body, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
             raise self._error(f"no answer within {self.timeout_s:g}s", "Timeout") from None
         except httpx.HTTPError as exc:  # connection refused, reset, bad URL...
@@ -235,7 +236,7 @@ class RerankApiClient:
         detail = self._excerpt(response)
         if status in _BATCH_REFUSED_STATUSES and n_documents > 1:
             return BatchRefused(f"{n_documents} documents refused; {detail}", error_class=f"HTTP {status}")
-        return self._error(detail, f"HTTP {status}", call_level=status in _CALL_LEVEL_STATUSES)
+        return self._error(detail, f"HTTP {status}", call_level=status in CALL_LEVEL_STATUSES)
 
     def _error(self, detail: str, error_class: str, *, call_level: bool = False) -> RerankProviderError:
         self.counters.record_error(error_class)
@@ -273,14 +274,3 @@ class RerankApiClient:
             self._learned_cap = size
         logger.info("Reranker at %s refused a larger batch; sending at most %d documents per request from now on",
                     redact_url(self.base_url), size)
-
-    def _client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is None:
-                for closed in [other for other in self._clients if other.is_closed()]:
-                    del self._clients[closed]
-                client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s))
-                self._clients[loop] = client
-        return client

@@ -67,6 +67,17 @@ class DocumentTooLongError(RerankError):
         super().__init__(message)
         self.document_id = document_id
 
+    @classmethod
+    def strict(cls, document_id: str, length: int, max_chars: int) -> "DocumentTooLongError":
+        """A strict call was given a document longer than it may send (strict mode never cuts)."""
+        return cls(f"document {document_id!r} has {length} characters, more than max_document_chars={max_chars} "
+                   "(RERANKER_MAX_DOCUMENT_CHARS); strict mode does not cut documents: shorten it, raise the "
+                   "limit, or rerank with strict=false to have it cut", document_id=document_id)
+
+
+# A wrong key, no access, an unknown model or route (401/403/404) fail every request of a call alike.
+CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
+
 
 class RerankProviderError(RerankError):
     """The model request failed. `call_level`: every other request would fail alike (unknown model, bad key)."""

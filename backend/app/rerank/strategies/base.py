@@ -119,12 +119,7 @@ def shown_texts(call: JudgeCall, documents: Sequence[Document], max_chars: int) 
     if call.strict:
         for document in documents:
             if len(document.text) > max_chars:
-                raise DocumentTooLongError(
-                    f"document {document.id!r} has {len(document.text)} characters, more than "
-                    f"max_document_chars={max_chars} (RERANKER_MAX_DOCUMENT_CHARS); strict mode does not cut "
-                    "documents: shorten it, raise the limit, or rerank with strict=false to have it cut",
-                    document_id=document.id,
-                )
+                raise DocumentTooLongError.strict(document.id, len(document.text), max_chars)
     return [clip(document.text, max_chars) for document in documents]
 
 
