@@ -29,7 +29,7 @@ from app.api import graph as graph_api
 from app.config import Config
 from app.graph import neo4j_delete, unavailable
 from app.graph import runtime as graph_runtime
-from app.graph.shared_fulltext import first_stage_factor, index_tokens
+from app.graph.shared_fulltext import first_stage_factor, first_stage_factor_for, index_tokens
 from tests.support.facts import WATER_FACTS
 from tests.support.recording_neo4j import RecordingNeo4jDriver, ScriptedNeo4j, edge_row, node_row
 
@@ -53,6 +53,9 @@ def neo4j(monkeypatch, backend):
 
     def build_driver(config):
         drivers.append(RecordingNeo4jDriver(script, database=config.neo4j_database))
+        # As the real builder does: without this the driver's own index task would send the index
+        # queries, and a start that forgot to build them would still look right here.
+        graph_runtime._cancel_self_scheduled_indexing(drivers[-1])
         return drivers[-1], None
 
     monkeypatch.setattr(graph_runtime, "_build_driver", build_driver)
@@ -87,10 +90,11 @@ def test_neo4j_database_setting_reaches_graphitis_driver(monkeypatch):
 
 def test_start_builds_graphitis_indexes_then_the_registry_constraint(neo4j):
     sent = [call.normalized() for call in neo4j.driver.calls]
-    for index in get_range_indices(GraphProvider.NEO4J) + get_fulltext_indices(GraphProvider.NEO4J):
-        assert " ".join(index.split()) in sent
+    indexes = [sent.index(" ".join(index.split()))
+               for index in get_range_indices(GraphProvider.NEO4J) + get_fulltext_indices(GraphProvider.NEO4J)]
     constraint = sent.index(
         "CREATE CONSTRAINT mirograph_graph_id IF NOT EXISTS FOR (g:MiroGraph) REQUIRE g.graph_id IS UNIQUE")
+    assert max(indexes) < constraint  # the constraint is created with (after) graphiti's indexes
     dedupe = next(i for i, text in enumerate(sent) if "collect(g) AS copies" in text)
     assert dedupe < constraint  # duplicates from before would make the constraint fail
     # NEO4J_DATABASE reaches every query, not only the ones graphiti sends.
@@ -299,6 +303,20 @@ def test_graphs_that_share_index_tokens_widen_the_first_stage(neo4j):
     assert neo4j.driver.queries(EDGE_FULLTEXT)[-1].params["limit"] == 2 * 5 * 3
     assert neo4j.client.post("/api/graph/river/search", json={"query": "bread", "limit": 5}).status_code == 200
     assert neo4j.driver.queries(EDGE_FULLTEXT)[-1].params["limit"] == 2 * 5
+
+
+def test_the_registry_lookup_narrows_by_the_longest_token_of_the_id():
+    # Generated ids all start with "g": looking up by the first token would read the whole registry.
+    driver = SimpleNamespace(sent=[])
+
+    async def execute_query(query, **params):
+        driver.sent.append(params)
+        return [], None, None
+
+    driver.execute_query = execute_query
+    assert asyncio.run(first_stage_factor_for(driver, "g_3fa9c1d2e4b5")) == 1
+    assert asyncio.run(first_stage_factor_for(driver, "old-water-2024")) == 1
+    assert [params["token"] for params in driver.sent] == ["3fa9c1d2e4b5", "water"]
 
 
 def test_index_tokens_follow_the_standard_analyzer_or_split_finer():

@@ -22,7 +22,7 @@ MAX_FIRST_STAGE_FACTOR = 5  # bounds the extra database work however many graphs
 _SEPARATORS = re.compile(r"[-_]+")
 
 REGISTRY_CANDIDATES_QUERY = (
-    "MATCH (g:MiroGraph) WHERE toLower(g.graph_id) CONTAINS $first_token AND g.graph_id <> $graph_id "
+    "MATCH (g:MiroGraph) WHERE toLower(g.graph_id) CONTAINS $token AND g.graph_id <> $graph_id "
     "RETURN g.graph_id AS graph_id"
 )
 
@@ -45,7 +45,9 @@ def first_stage_factor(graph_id: str, other_ids: list[str]) -> int:
 
 async def first_stage_factor_for(driver, graph_id: str) -> int:
     """How many times the intended candidates to ask the first stage for, from the registry."""
-    first_token = index_tokens(graph_id)[0]  # every sharing id contains it: a cheap superset
-    records = (await driver.execute_query(REGISTRY_CANDIDATES_QUERY, first_token=first_token,
+    # Every sharing id contains each token; the longest narrows the scan most ("g_1f3a..." ids all
+    # start with "g", which would return the whole registry on every search).
+    longest_token = max(index_tokens(graph_id), key=len)
+    records = (await driver.execute_query(REGISTRY_CANDIDATES_QUERY, token=longest_token,
                                           graph_id=graph_id))[0]
     return first_stage_factor(graph_id, [record["graph_id"] for record in records])

@@ -214,9 +214,9 @@ class ScriptedNeo4j:
         if "DELETE g" in text:
             self.registry.pop(graph_id, None)
             return []
-        if "CONTAINS $first_token" in text:
+        if "CONTAINS $token" in text:
             return [{"graph_id": other} for other in self.registry
-                    if params["first_token"] in other.lower() and other != graph_id]
+                    if params["token"] in other.lower() and other != graph_id]
         if "count(g)" in text:
             return [{"n": int(graph_id in self.registry)}]
         if graph_id is not None:
