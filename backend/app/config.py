@@ -34,6 +34,8 @@ _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
 # Defined here, once: the strategies use them when built outside Config (tests, custom code).
 DEFAULT_MAX_DOCUMENT_CHARS = 1000  # passages are cut to this length inside prompts
 DEFAULT_CONTEXT_TOKENS = 8192  # the model's context window; larger prompts are refused
+DEFAULT_TASK_TTL_S = 3600.0  # finished background tasks are kept this long
+DEFAULT_TASK_MAX_KEPT = 1000  # and at most this many
 
 
 def load_env_file() -> None:
@@ -179,8 +181,8 @@ class Config:
 
     # Background tasks (GET /api/tasks/<id>): a finished task is forgotten after TASK_TTL_S, and
     # at most TASK_MAX_KEPT finished tasks are kept (the oldest go first); running ones always stay.
-    task_ttl_s: float = 3600.0
-    task_max_kept: int = 1000
+    task_ttl_s: float = DEFAULT_TASK_TTL_S
+    task_max_kept: int = DEFAULT_TASK_MAX_KEPT
 
     log_level: str = "INFO"
 

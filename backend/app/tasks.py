@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 
+from app.config import DEFAULT_TASK_MAX_KEPT, DEFAULT_TASK_TTL_S
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_TTL_S = 3600.0
-DEFAULT_MAX_KEPT = 1000
 # This process, as work it started records it: the pid, and a token because a restarted
 # container often gets the same pid again.
 PROCESS_OWNER = f"{os.getpid()}:{secrets.token_hex(6)}"
@@ -76,7 +76,7 @@ _INTERNAL_FIELDS = ("finished", "exception")
 
 
 class TaskRegistry:
-    def __init__(self, *, ttl_s: float = DEFAULT_TTL_S, max_kept: int = DEFAULT_MAX_KEPT,
+    def __init__(self, *, ttl_s: float = DEFAULT_TASK_TTL_S, max_kept: int = DEFAULT_TASK_MAX_KEPT,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._tasks: dict[str, Task] = {}
         self._finished: OrderedDict[str, float] = OrderedDict()  # task id -> when it ended, oldest first

@@ -49,7 +49,7 @@ from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.graph.runtime import GraphitiAdapter, reset_graphiti, run_on_loop
 from app.rerank.strategies.registry import strategy_from_config
-from app.rerank.judge import redact_url
+from app.rerank.server_connection import redact_url
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ and cache), so one label's results never leak into another's.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,35 +66,16 @@ def with_model_options(config: Config, *, base_url: str | None = None, model: st
 
 
 class ModelWaitClock:
-    """Seconds during which at least one model request was in flight (the union of their spans).
+    """Seconds during which at least one of the judge's model requests was in flight (the union of
+    their spans, as the judge's request bound records them). Wall time minus this is the reranker's
+    own overhead."""
 
-    Wall time minus this is the reranker's own overhead. It wraps the judge's request method on
-    this one instance; benchmark instrumentation only, the app never does this.
-    """
+    def __init__(self, judge: Any = None) -> None:
+        self._judge = judge
 
-    def __init__(self) -> None:
-        self.total_s = 0.0
-        self._in_flight = 0
-        self._since = 0.0
-
-    def attach(self, judge: Any) -> None:
-        request = getattr(judge, "_chat", None)
-        if request is None:
-            return
-        clock = self
-
-        async def timed(*args: Any, **kwargs: Any) -> Any:
-            if clock._in_flight == 0:
-                clock._since = time.perf_counter()
-            clock._in_flight += 1
-            try:
-                return await request(*args, **kwargs)
-            finally:
-                clock._in_flight -= 1
-                if clock._in_flight == 0:
-                    clock.total_s += time.perf_counter() - clock._since
-
-        judge._chat = timed
+    @property
+    def total_s(self) -> float:
+        return self._judge.model_busy_s() if self._judge is not None else 0.0
 
 
 class BenchReranker:
@@ -105,9 +85,7 @@ class BenchReranker:
         self.spec = spec
         self.client = None if not spec.uses_model else _build_client(spec, config)
         self.judge = getattr(self.client, "judge", None)
-        self.wait_clock = ModelWaitClock()
-        if self.judge is not None:
-            self.wait_clock.attach(self.judge)
+        self.wait_clock = ModelWaitClock(self.judge)
 
     def estimate_calls(self, passages: list[str]) -> int:
         """Model requests one rank call over these passages makes, with an empty cache."""

@@ -25,7 +25,7 @@ from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
-from app.rerank.judge import redact_url
+from app.rerank.server_connection import redact_url
 from app.rerank.judge_prompt import PROMPT_VERSION
 from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.strategies.registry import strategy_settings

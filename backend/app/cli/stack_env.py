@@ -86,7 +86,7 @@ def _describe_reranker(config: Config, local_server_running: bool) -> str:
     if config.reranker_provider == "none":
         return "Reranker: off (RERANKER_PROVIDER=none)"
     note = "" if local_server_running else " (the local model server is not running; `make local-llm` starts it)"
-    from app.rerank.judge import redact_url
+    from app.rerank.server_connection import redact_url
 
     return f"Reranker: {config.reranker_model} at {redact_url(config.reranker_base_url)}{note}"
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.config import LOCAL_LLM_MODELS
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -57,6 +59,11 @@ MODELS: dict[str, ModelSpec] = {
         ),
     )
 }
+
+
+# config.LOCAL_LLM_MODELS is the list LOCAL_LLM_MODEL is checked against (before this module loads).
+if tuple(MODELS) != LOCAL_LLM_MODELS:
+    raise RuntimeError(f"local models {tuple(MODELS)} differ from config.LOCAL_LLM_MODELS {LOCAL_LLM_MODELS}")
 
 
 def get_model(key: str) -> ModelSpec:

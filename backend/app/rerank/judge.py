@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
 from app.config import RERANKER_SCORE_MODES as SCORE_MODES
 from app.rerank.counters import CounterSet
 from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
-from app.rerank.loop_clients import LoopClients
-from app.rerank.request_limit import RequestLimit
 from app.rerank.score_cache import ScoreCache, score_key
-from app.rerank.types import CALL_LEVEL_STATUSES
 from app.rerank.score_parsing import (
     expected_grade, grade_from_text, parse_json_score, yes_no_from_text, yes_probability,
 )
+from app.rerank.server_connection import ServerConnection, redact_url
+from app.rerank.types import CALL_LEVEL_STATUSES
 
 logger = logging.getLogger(__name__)
 
@@ -86,17 +83,8 @@ class JudgeCounters(CounterSet):
         super().__init__(COUNTER_NAMES)
 
 
-def redact_url(url: str) -> str:
-    """The URL without any user:password part, for logs and /health."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
 
-
-class LLMJudge:
+class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
     """Scores (query, passage) pairs with a chat model; shared by all reranking strategies."""
 
     def __init__(
@@ -114,24 +102,20 @@ class LLMJudge:
     ) -> None:
         if score_mode not in SCORE_MODES:
             raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
-        if timeout_s <= 0 or max_tokens < 1:
-            raise ValueError("timeout_s must be > 0 and max_tokens >= 1")
-        self.model = model
-        self.base_url = base_url
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+        api_key = api_key or "unused"  # Ollama ignores the key, the SDK insists on one
+        # max_retries=0: the SDK's own retries would multiply our timeouts and deadline.
+        super().__init__(model=model, base_url=base_url, timeout_s=timeout_s, max_parallel=max_parallel,
+                         counters=JudgeCounters(),
+                         make_client=lambda: openai.AsyncOpenAI(base_url=base_url, api_key=api_key,
+                                                                timeout=float(timeout_s), max_retries=0),
+                         close_client=lambda client: client.close())
         self.score_mode = score_mode
-        self.timeout_s = float(timeout_s)
         self.max_tokens = max_tokens
         self.instructions = instructions
-        self.counters = JudgeCounters()
-        self._api_key = api_key or "unused"  # Ollama ignores the key, the SDK insists on one
         self._mode_in_use: ScoreMode = "logprobs" if score_mode == "auto" else score_mode
-        self._limit = RequestLimit(max_parallel)
         self._cache = ScoreCache(cache_size)
-        self._lock = threading.Lock()
-        # max_retries=0: the SDK's own retries would multiply our timeouts and deadline.
-        self._clients = LoopClients(lambda: openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=self._api_key, timeout=self.timeout_s, max_retries=0),
-            lambda client: client.close())
 
     def __repr__(self) -> str:
         return f"LLMJudge(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
@@ -190,20 +174,13 @@ class LLMJudge:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "model": self.model,
-            "base_url": redact_url(self.base_url),
+            **self.connection_stats(),
             "score_mode": self.score_mode,
             "score_mode_in_use": self._mode_in_use,
             "prompt_version": PROMPT_VERSION,
-            "timeout_s": self.timeout_s,
-            **self._limit.snapshot(),
             "cache_entries": len(self._cache),
             **self.counters.snapshot(),
         }
-
-    async def aclose(self) -> None:
-        """Close the client of the running loop (optional; clients of finished loops are dropped)."""
-        await self._clients.aclose()
 
     # -- internals --------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -35,14 +36,24 @@ class RequestLimit:
         self.peak = 0
         self._lock = threading.Lock()
         self._waiters: deque[_Waiter] = deque()
+        self._busy_s = 0.0  # finished spans with at least one holder
+        self._busy_since: float | None = None
 
     def snapshot(self) -> dict[str, int]:
         return {"max_parallel": self.size, "in_flight": self.in_use, "peak_in_flight": self.peak}
+
+    def busy_s(self) -> float:
+        """Seconds during which at least one slot was held: the union of the holders' spans."""
+        with self._lock:
+            running = time.perf_counter() - self._busy_since if self._busy_since is not None else 0.0
+            return self._busy_s + running
 
     async def __aenter__(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
             if self.in_use < self.size and not self._waiters:
+                if self.in_use == 0:
+                    self._busy_since = time.perf_counter()
                 self.in_use += 1
                 self.peak = max(self.peak, self.in_use)
                 return
@@ -73,6 +84,9 @@ class RequestLimit:
                 waiter.granted = True
                 return  # the slot moves to the waiter: in_use is unchanged
             self.in_use -= 1
+            if self.in_use == 0 and self._busy_since is not None:
+                self._busy_s += time.perf_counter() - self._busy_since
+                self._busy_since = None
 
 
 def _wake(future: asyncio.Future) -> None:

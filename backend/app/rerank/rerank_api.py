@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.guarded import GuardedReranker
-from app.rerank.judge import redact_url
+from app.rerank.server_connection import redact_url
 from app.rerank.judgement import SCORE_FLOOR, report_failed, report_judged
 
 from app.rerank.rerank_api_client import RerankApiClient, ScoredTexts

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,10 +29,8 @@ import httpx
 
 from app.config import RERANKER_API_STYLES
 from app.rerank.counters import CounterSet
-from app.rerank.judge import redact_url
-from app.rerank.request_limit import RequestLimit
 from app.rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect
-from app.rerank.loop_clients import LoopClients
+from app.rerank.server_connection import ServerConnection, redact_url
 from app.rerank.types import CALL_LEVEL_STATUSES, RerankError, RerankParseError, RerankProviderError
 
 logger = logging.getLogger(__name__)
@@ -79,7 +76,7 @@ class ScoredTexts:
     tokens: int = 0
 
 
-class RerankApiClient:
+class RerankApiClient(ServerConnection[httpx.AsyncClient]):
     def __init__(
         self,
         *,
@@ -93,22 +90,18 @@ class RerankApiClient:
     ) -> None:
         if style not in RERANKER_API_STYLES:
             raise ValueError(f"style must be one of {RERANKER_API_STYLES}, got {style!r}")
-        if timeout_s <= 0 or max_documents < 0:
-            raise ValueError("timeout_s must be > 0 and max_documents >= 0")
-        self.base_url = base_url
-        self.model = model
+        if max_documents < 0:
+            raise ValueError("max_documents must be >= 0")
+        super().__init__(model=model, base_url=base_url, timeout_s=timeout_s, max_parallel=max_parallel,
+                         counters=CounterSet(COUNTER_NAMES),
+                         make_client=lambda: httpx.AsyncClient(timeout=httpx.Timeout(float(timeout_s))),
+                         close_client=lambda client: client.aclose())
         self.style = style
-        self.timeout_s = float(timeout_s)
         self.max_documents = max_documents
-        self.counters = CounterSet(COUNTER_NAMES)
         self._api_key = api_key or None
         self._dialect: Dialect = "tei" if style == "tei" else "cohere"
         self._learned_cap: int | None = None
         self._smallest_refused: int | None = None
-        self._limit = RequestLimit(max_parallel)
-        self._lock = threading.Lock()
-        self._clients = LoopClients(lambda: httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s)),
-                                    lambda client: client.aclose())
 
     def __repr__(self) -> str:
         return f"RerankApiClient(model={self.model!r}, url={redact_url(self.url)!r})"
@@ -142,19 +135,12 @@ class RerankApiClient:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "model": self.model,
-            "base_url": redact_url(self.base_url),
+            **self.connection_stats(),
             "api_style": self.style,
             "dialect_in_use": self._dialect,
             "max_documents": self.max_documents,
             "max_documents_learned": self._learned_cap,
-            "timeout_s": self.timeout_s,
-            **self._limit.snapshot(),
         }
-
-    async def aclose(self) -> None:
-        """Close the client of the running loop (clients of finished loops are dropped anyway)."""
-        await self._clients.aclose()
 
     # -- internals --------------------------------------------------------------------------
 
