@@ -7,7 +7,8 @@ import threading
 
 from app.config import Config
 from app.graph import runtime as graphiti_adapter
-from app.graph.runtime import GraphitiAdapter, _get_graphiti, run_on_loop, reset_graphiti
+from app.graph.loop import run_on_loop
+from app.graph.runtime import GraphitiAdapter, _get_graphiti, reset_graphiti
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 

@@ -9,7 +9,8 @@ import gc
 import logging
 
 from app.graph import runtime as graph_runtime
-from app.graph.runtime import reset_graphiti, run_on_loop
+from app.graph.loop import run_on_loop
+from app.graph.runtime import reset_graphiti
 
 
 def _never_retrieved(caplog) -> list[str]:

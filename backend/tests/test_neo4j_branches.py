@@ -29,6 +29,7 @@ from app.api import graph as graph_api
 from app.config import Config
 from app.graph import neo4j_delete, unavailable
 from app.graph import runtime as graph_runtime
+from app.graph.loop import run_on_loop
 from app.graph.shared_fulltext import first_stage_factor, first_stage_factor_for, index_tokens
 from tests.support.facts import WATER_FACTS
 from tests.support.recording_neo4j import RecordingNeo4jDriver, ScriptedNeo4j, edge_row, node_row
@@ -374,7 +375,7 @@ def _loop_tasks() -> int:
     async def count():
         return len(asyncio.all_tasks())
 
-    return graph_runtime.run_on_loop(count())
+    return run_on_loop(count())
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.graph.fact_import import FactValidationError, GraphChangedError, ImportFailedError
 from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
-from app.graph.runtime import GraphTimeoutError
+from app.graph.loop import GraphTimeoutError
 from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError
 
 logger = logging.getLogger(__name__)

@@ -42,7 +42,8 @@ from app.api.validation import (
     MAX_QUERY_CHARS, app_config, choice_field, int_field, json_object, refuse_invalid_text, text_field,
 )
 from app.config import RERANKER_STRATEGIES, Config
-from app.graph.runtime import run_on_loop, shared_embedder
+from app.graph.loop import run_on_loop
+from app.graph.runtime import shared_embedder
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.factory import shared_breaker, shared_judge, shared_rerank_api
 from app.rerank.strategies.registry import strategy_from_config

@@ -47,7 +47,8 @@ from app.bench.store import ResultStore, run_key
 from app.bench import trec_graph
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
-from app.graph.runtime import GraphitiAdapter, reset_graphiti, run_on_loop
+from app.graph.loop import run_on_loop
+from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.server_connection import redact_url
 

@@ -1,7 +1,7 @@
 """One lock per graph id, so that the create, the import writes and the delete of one graph happen
 one after another, never interleaved.
 
-Every graph operation is a coroutine on the one graph event loop (`runtime.run_on_loop`), so an
+Every graph operation is a coroutine on the one graph event loop (`app/graph/loop.py`, `run_on_loop`), so an
 `asyncio.Lock` per id orders them for the whole app process, which is how the app is served (one
 process, many threads). A lock lives only while some operation holds or awaits it.
 """

@@ -1,13 +1,13 @@
-"""The one door to Graphiti: event loop, singleton, client factories, and the graph namespace.
+"""The graph runtime: the singleton `_get_graphiti()` that builds Graphiti once, with the reranker
+`_build_reranker(provider)` picks as its cross encoder, and `GraphitiAdapter`, the app's way in.
 
 The rerank path, top to bottom:
     app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  app/rerank/factory.py
-    ->  app/rerank/ollama_reranker.py (or passthrough.py)  ->  _get_graphiti() (Graphiti's cross_encoder)
+    ->  app/rerank/ollama_reranker.py (or rerank_api.py, passthrough.py)  ->  _get_graphiti() (Graphiti's cross_encoder)
     ->  app/graph/search.py  ->  GraphitiAdapter().graph.search()  ->  app/report/tools.py, app/api/graph.py.
 
-Flask is synchronous and Graphiti is async; the FalkorDB async client is bound to the loop it
-was first used on. So one daemon thread runs one event loop for the life of the process, and
-`run_on_loop()` submits every coroutine there.
+Every coroutine runs on the one graph loop (app/graph/loop.py); the synchronous operations callers
+use are app/graph/operations.py.
 """
 
 from __future__ import annotations
@@ -17,22 +17,20 @@ import dataclasses
 import importlib
 import logging
 import threading
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 
 from app.config import Config
-from app.graph import episodes
-from app.graph import fact_import
 from app.graph import import_journal
 from app.graph import store as graph_store
 from app.graph.graph_locks import GraphLocks
+from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
+from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
-from app.graph.search import SearchOutcome, search_graph
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, describe
 from app.rerank.factory import build_reranker, check_provider
 
@@ -41,82 +39,16 @@ if TYPE_CHECKING:  # the embedded database and embedder come from the optional "
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
 _graphiti: "GraphitiRuntime | None" = None
 _graphiti_lock = threading.Lock()
 _failed_starts = FailedStarts()
 
-
-class GraphTimeoutError(TimeoutError):
-    """A graph operation did not finish within its deadline."""
-
-
 START_TIMEOUT_S = 120.0  # the whole start: connectivity, graphiti's indexes, the registry constraint
 
 
-def _get_loop() -> asyncio.AbstractEventLoop:
-    """The process-wide event loop, running in one daemon thread, created on first use."""
-    global _loop
-    if _loop is None:
-        with _loop_lock:
-            if _loop is None:
-                loop = asyncio.new_event_loop()
-                loop.set_task_factory(_task_with_owned_index_build)
-                thread = threading.Thread(target=loop.run_forever, name="graphiti-loop", daemon=True)
-                thread.start()
-                _loop = loop
-    return _loop
-
-
-_INDEX_BUILD = "build_indices_and_constraints"
-
-
-def _task_with_owned_index_build(loop: asyncio.AbstractEventLoop, coro, **options) -> asyncio.Task:
-    """Every FalkorDriver clone (ours, and the one Graphiti makes per add_episode call) starts its
-    index build as a task nobody awaits. Its outcome is collected here, so a build that fails
-    because the database stopped is logged once, now, instead of as "Task exception was never
-    retrieved" whenever the garbage collector gets to it (in the middle of some later request)."""
-    task = asyncio.Task(coro, loop=loop, **options)
-    if getattr(coro, "__name__", "") == _INDEX_BUILD:
-        task.add_done_callback(_log_index_build_outcome)
-    return task
-
-
-def _log_index_build_outcome(task: asyncio.Task) -> None:
-    if task.cancelled() or task.exception() is None:
-        return
-    # The indices exist from the graph's first clone on; a clone's rebuild failing only matters
-    # if the database is gone, which the next query reports.
-    logger.info("Background index build of a graph driver failed: %s: %s",
-                type(task.exception()).__name__, task.exception())
-
-
-async def _cancel_index_builds() -> None:
-    """Cancel and await every index build still running on the loop, whoever's clone started it."""
-    builds = [task for task in asyncio.all_tasks()
-              if not task.done() and getattr(task.get_coro(), "__name__", "") == _INDEX_BUILD]
-    for task in builds:
-        task.cancel()
-    await asyncio.gather(*builds, return_exceptions=True)
-
-
 async def _close(graphiti: Graphiti) -> None:
-    await _cancel_index_builds()  # clones build their indices in background tasks: none may outlive the server
+    await cancel_index_builds()  # clones build their indices in background tasks: none may outlive the server
     await graphiti.close()
-
-
-def run_on_loop(coro: Coroutine[Any, Any, T], timeout: float | None = 120.0) -> T:
-    """Run a coroutine on the graph loop and wait for it (synchronous callers only)."""
-    future = asyncio.run_coroutine_threadsafe(coro, _get_loop())
-    try:
-        return future.result(timeout=timeout)
-    except TimeoutError:
-        future.cancel()
-        raise GraphTimeoutError(f"graph operation did not finish within {timeout}s") from None
 
 
 @dataclass
@@ -401,11 +333,11 @@ class GraphitiAdapter:
         return _get_graphiti(self._config)
 
     @property
-    def graph(self) -> "_GraphNamespace":
+    def graph(self) -> GraphOperations:
         runtime = self.runtime
         _revive_embedded_db(runtime)
         _recover_imports_if_due(runtime)
-        return _GraphNamespace(runtime)
+        return GraphOperations(runtime)
 
 
 async def _start_embedded_db(embedded: EmbeddedFalkorDB) -> None:
@@ -437,63 +369,3 @@ def _recover_imports_if_due(runtime: GraphitiRuntime) -> None:
     except Exception as error:  # the request goes on; the next one tries again
         runtime.recovery_due = True
         logger.warning("Undoing interrupted imports failed (%s); will retry", type(error).__name__)
-
-
-class _GraphNamespace:
-    """Synchronous graph operations; each runs on the graph loop with a deadline."""
-
-    def __init__(self, runtime: GraphitiRuntime):
-        self._runtime = runtime
-
-    def create(self, graph_id: str | None = None, name: str | None = None) -> dict:
-        return run_on_loop(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
-
-    def list(self) -> list[dict]:
-        return run_on_loop(graph_store.list_graphs(self._runtime))
-
-    def exists(self, graph_id: str) -> bool:
-        graph_store.validate_graph_id(graph_id)
-        return run_on_loop(graph_store.graph_exists(self._runtime, graph_id))
-
-    def delete(self, graph_id: str, progress: dict | None = None) -> dict:
-        """On Neo4j a large graph goes in many batches, each with its own deadline, and none overall."""
-        timeout = 120.0 if self._runtime.is_falkordb else None
-        return run_on_loop(graph_store.delete_graph(self._runtime, graph_id, progress), timeout=timeout)
-
-    def import_facts(self, graph_id: str, facts: list) -> dict:
-        """Facts as dicts (validated here) or FactInput objects; no LLM call."""
-        parsed = [f if isinstance(f, fact_import.FactInput) else fact_import.parse_fact(f, i)
-                  for i, f in enumerate(facts, start=1)]
-        return run_on_loop(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
-
-    def add(self, graph_id: str, text: str, name: str = "episode", source_description: str = "text") -> dict:
-        """One text episode through Graphiti's LLM extraction."""
-        return run_on_loop(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
-                    timeout=self._runtime.config.llm_timeout_s * 10)
-
-    def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
-        """Hybrid search scoped to one graph, reranked by the configured reranker.
-
-        Errors are logged and answered with an empty result and `error` set, never raised,
-        except for an unknown graph, which is the caller's mistake.
-        """
-        if not run_on_loop(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
-            raise graph_store.UnknownGraphError(graph_id)
-        try:
-            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope),
-                        timeout=self._runtime.config.search_timeout_s)
-        except Exception as error:
-            logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)
-            return SearchOutcome(error=f"search failed: {type(error).__name__}")
-
-    def nodes(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
-        return run_on_loop(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
-
-    def edges(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
-        return run_on_loop(graph_store.list_edges(self._runtime, graph_id, offset, limit))
-
-    def node(self, graph_id: str, node_uuid: str) -> dict:
-        return run_on_loop(graph_store.get_node(self._runtime, graph_id, node_uuid))
-
-    def stats(self, graph_id: str) -> dict:
-        return run_on_loop(graph_store.graph_stats(self._runtime, graph_id))

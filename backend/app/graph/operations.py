@@ -1,0 +1,76 @@
+"""The synchronous graph operations the app calls: `GraphitiAdapter().graph.<operation>(...)`.
+
+Each runs its coroutine (app/graph/store.py, fact_import.py, episodes.py, search.py) on the graph
+loop with a deadline, so Flask views and report tools stay synchronous.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.graph import episodes, fact_import
+from app.graph import store as graph_store
+from app.graph.loop import run_on_loop
+from app.graph.search import SearchOutcome, search_graph
+
+logger = logging.getLogger(__name__)
+
+
+class GraphOperations:
+    """Synchronous graph operations; each runs on the graph loop with a deadline."""
+
+    def __init__(self, runtime) -> None:  # the GraphitiRuntime of app/graph/runtime.py
+        self._runtime = runtime
+
+    def create(self, graph_id: str | None = None, name: str | None = None) -> dict:
+        return run_on_loop(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
+
+    def list(self) -> list[dict]:
+        return run_on_loop(graph_store.list_graphs(self._runtime))
+
+    def exists(self, graph_id: str) -> bool:
+        graph_store.validate_graph_id(graph_id)
+        return run_on_loop(graph_store.graph_exists(self._runtime, graph_id))
+
+    def delete(self, graph_id: str, progress: dict | None = None) -> dict:
+        """On Neo4j a large graph goes in many batches, each with its own deadline, and none overall."""
+        timeout = 120.0 if self._runtime.is_falkordb else None
+        return run_on_loop(graph_store.delete_graph(self._runtime, graph_id, progress), timeout=timeout)
+
+    def import_facts(self, graph_id: str, facts: list) -> dict:
+        """Facts as dicts (validated here) or FactInput objects; no LLM call."""
+        parsed = [f if isinstance(f, fact_import.FactInput) else fact_import.parse_fact(f, i)
+                  for i, f in enumerate(facts, start=1)]
+        return run_on_loop(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
+
+    def add(self, graph_id: str, text: str, name: str = "episode", source_description: str = "text") -> dict:
+        """One text episode through Graphiti's LLM extraction."""
+        return run_on_loop(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
+                    timeout=self._runtime.config.llm_timeout_s * 10)
+
+    def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
+        """Hybrid search scoped to one graph, reranked by the configured reranker.
+
+        Errors are logged and answered with an empty result and `error` set, never raised,
+        except for an unknown graph, which is the caller's mistake.
+        """
+        if not run_on_loop(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
+            raise graph_store.UnknownGraphError(graph_id)
+        try:
+            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope),
+                        timeout=self._runtime.config.search_timeout_s)
+        except Exception as error:
+            logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)
+            return SearchOutcome(error=f"search failed: {type(error).__name__}")
+
+    def nodes(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
+        return run_on_loop(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
+
+    def edges(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
+        return run_on_loop(graph_store.list_edges(self._runtime, graph_id, offset, limit))
+
+    def node(self, graph_id: str, node_uuid: str) -> dict:
+        return run_on_loop(graph_store.get_node(self._runtime, graph_id, node_uuid))
+
+    def stats(self, graph_id: str) -> dict:
+        return run_on_loop(graph_store.graph_stats(self._runtime, graph_id))
