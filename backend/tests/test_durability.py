@@ -18,7 +18,8 @@ import signal
 import threading
 import time
 
-from app.graph.fact_import import FactInput, ImportFailedError
+from app.graph.fact_import import ImportFailedError
+from app.graph.fact_parsing import FactInput
 from app.graph.runtime import GraphitiAdapter
 from tests.conftest import unique_graph_id
 from tests.support.app_process import AppProcess, call, wait_gone

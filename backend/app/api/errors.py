@@ -8,7 +8,8 @@ from flask import Flask, jsonify
 from neo4j.exceptions import ServiceUnavailable, SessionExpired
 from werkzeug.exceptions import HTTPException
 
-from app.graph.fact_import import FactValidationError, GraphChangedError, ImportFailedError
+from app.graph.fact_import import GraphChangedError, ImportFailedError
+from app.graph.fact_parsing import FactValidationError
 from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
 from app.graph.loop import GraphTimeoutError
 from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError

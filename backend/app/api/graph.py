@@ -13,7 +13,7 @@ from app.api.validation import (
     known_graph_id, refuse_invalid_text, text_field,
 )
 from app.graph.episodes import chunk_text
-from app.graph.fact_import import FactValidationError, parse_fact, parse_facts
+from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
 from app.graph.search import SCOPES
 from app.tasks import tasks
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from app.api.errors import ApiError
-from app.api.validation import adapter, app_config, int_field, json_object, known_graph_id, text_field
+from app.api.validation import app_config, int_field, json_object, known_graph_id, text_field
 from app.report.agent import start_report
 from app.report.store import ReportStore, UnknownReportError, validate_report_id
 from app.report.tool_args import TOOL_NAMES, ToolArgumentError, UnknownToolError, parse_tool_arguments

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from importlib import resources
 
-from app.graph.fact_import import FactInput, parse_fact
+from app.graph.fact_parsing import FactInput, parse_fact
 
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from app.graph import episodes, fact_import
+from app.graph.fact_parsing import FactInput, parse_fact
 from app.graph import store as graph_store
 from app.graph.loop import run_on_loop
 from app.graph.search import SearchOutcome, search_graph
@@ -39,7 +40,7 @@ class GraphOperations:
 
     def import_facts(self, graph_id: str, facts: list) -> dict:
         """Facts as dicts (validated here) or FactInput objects; no LLM call."""
-        parsed = [f if isinstance(f, fact_import.FactInput) else fact_import.parse_fact(f, i)
+        parsed = [f if isinstance(f, FactInput) else parse_fact(f, i)
                   for i, f in enumerate(facts, start=1)]
         return run_on_loop(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
 
