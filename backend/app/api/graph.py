@@ -21,6 +21,7 @@ bp = Blueprint("graph", __name__, url_prefix="/api/graph")
 
 MAX_FACTS_PER_IMPORT = 5000
 MAX_SEARCH_LIMIT = 100
+MAX_NEIGHBOURHOOD = 10  # entities whose facts a search may add to the judged candidates
 MAX_PAGE = 500
 MAX_EPISODE_CHARS = 200_000
 DELETE_WAIT_S = 10.0  # a DELETE answers within this; a longer deletion goes on as a task
@@ -149,7 +150,8 @@ def search(graph_id: str):
     query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
     limit = int_field(body, "limit", default=10, minimum=1, maximum=MAX_SEARCH_LIMIT)
     scope = choice_field(body, "scope", default="edges", allowed=SCOPES)
-    outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope)
+    neighbourhood = int_field(body, "neighbourhood", default=0, minimum=0, maximum=MAX_NEIGHBOURHOOD)
+    outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood)
     return outcome.to_dict()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -60,6 +61,9 @@ class EdgeHit:
     expired_at: str | None
     created_at: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # A fact of one of the top entities, not found by the first stage itself (`neighbourhood`);
+    # its first_stage_score is the neutral middle of the first stage's scores.
+    from_neighbourhood: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -184,6 +188,37 @@ def _first_stage_config(scope: str, n_candidates: int):
     return config
 
 
+async def _with_neighbourhood(driver, embedder, query: str, first: SearchResults, n_entities: int,
+                             n_extra: int) -> tuple[SearchResults, int]:
+    """The first stage's edges, then the `n_extra` other facts of its top `n_entities` entities that
+    are closest to the query (cosine, as the first stage's own vector half measures it).
+
+    A question's causes often share no word with it ("What caused the crisis?" against "floodwater
+    entered Well 4 through its cracked seal") while its entities do: the facts around them reach
+    the judge this way. The first stage has no score for these; they get the middle of its scores,
+    so the judge places them (fusion reads them as neither good nor bad first-stage evidence)."""
+    seen = {edge.uuid for edge in first.edges}
+    pool: dict[str, EntityEdge] = {}
+    for node in first.nodes[:n_entities]:
+        for edge in await EntityEdge.get_by_node_uuid(driver, node.uuid):
+            if edge.uuid not in seen:
+                pool.setdefault(edge.uuid, edge)
+    extra = list(pool.values())
+    if len(extra) > n_extra:
+        vectors = await embedder.create_batch([query, *(edge.fact for edge in extra)])
+        closeness = [_cosine(vectors[0], vector) for vector in vectors[1:]]
+        extra = [edge for _, edge in sorted(zip(closeness, extra), key=lambda pair: -pair[0])[:n_extra]]
+    scores = _scores(first.edge_reranker_scores, len(first.edges))
+    neutral = (max(scores) + min(scores)) / 2 if scores else 0.0
+    return first.model_copy(update={"edges": first.edges + extra,
+                                    "edge_reranker_scores": scores + [neutral] * len(extra)}), len(extra)
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b)) / norms if norms else 0.0
+
+
 def _best_of(results: SearchResults, n: int) -> SearchResults:
     """The first `n` fused candidates of each kind (a first stage asked for more is cut back)."""
     return results.model_copy(update={
@@ -223,11 +258,16 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
     return fused, RerankTrace(passages, first_scores, metadata, judgement)
 
 
-async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges") -> SearchOutcome:
-    """Hybrid RRF search scoped to one graph, reranked unless RERANKER_PROVIDER=none."""
+async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
+                       neighbourhood: int = 0) -> SearchOutcome:
+    """Hybrid RRF search scoped to one graph, reranked unless RERANKER_PROVIDER=none.
+
+    `neighbourhood` > 0 (with a reranker): the facts of the first stage's top entities join the
+    candidates, as many again as the first stage gives (see `_with_neighbourhood`)."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}")
     enabled = runtime.reranking_enabled
+    expand = neighbourhood > 0 and enabled and scope != "nodes"
     n_candidates = limit * (runtime.config.reranker_candidates if enabled else 1)
     driver = runtime.driver_for(graph_id)
     started = time.perf_counter()
@@ -238,11 +278,17 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
         runtime.graphiti.clients,
         query,
         [graph_id],
-        _first_stage_config(scope, first_stage_size),
+        _first_stage_config("both" if expand else scope, first_stage_size),
         SearchFilters(),
         driver=driver,
     )
     first = _best_of(first, n_candidates)
+    from_neighbourhood = 0
+    if expand:
+        first, from_neighbourhood = await _with_neighbourhood(driver, runtime.graphiti.embedder, query, first,
+                                                              neighbourhood, n_candidates)
+        if scope == "edges":
+            first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
     first_stage_ms = (time.perf_counter() - started) * 1000
 
     config = runtime.config
@@ -260,7 +306,9 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     # "reranked" means the model ordered (some of) every list that had candidates.
     reranked = enabled and all(judgement.reranked for judgement in judgements)
 
-    edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names)
+    first_stage_edges = len(first.edges) - from_neighbourhood
+    edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names,
+                       from_neighbourhood=hit.position >= first_stage_edges)
              for rank, hit in enumerate(edge_order[:limit], start=1)]
     nodes = [
         NodeHit(
@@ -293,7 +341,8 @@ def _scores(scores: list[float], count: int) -> list[float]:
     return [float(scores[index]) if index < len(scores) else 0.0 for index in range(count)]
 
 
-def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float], names) -> EdgeHit:
+def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float], names, *,
+              from_neighbourhood: bool = False) -> EdgeHit:
     return EdgeHit(
         uuid=edge.uuid,
         fact=edge.fact,
@@ -301,6 +350,7 @@ def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float]
         rank=rank,
         first_stage_rank=hit.position + 1,
         first_stage_score=first_scores[hit.position],
+        from_neighbourhood=from_neighbourhood,
         rerank_score=hit.judge_score,
         relation=edge.name,
         source=names.get(edge.source_node_uuid),

@@ -35,6 +35,7 @@ MAX_ENTITY_LOOKUPS = 10  # InsightForge looks up the summaries of this many enti
 MAX_CHAIN_PATHS = 10
 INTERVIEW_SEARCH_LIMIT = 20
 MAX_FACTS_PER_ENTITY = 12
+NEIGHBOURHOOD_ENTITIES = 5  # InsightForge judges the facts around the question's top entities too
 
 
 def _budget(max_chars: int | None) -> dict[str, int]:
@@ -114,8 +115,11 @@ class ReportTools:
         sub_queries, split_usable = self._sub_queries(question, max_sub_queries, errors)
         merged: dict[str, FactView] = {}
         reranked = False
-        for sub_query in sub_queries:
-            reranked = self._search_into(merged, graph_id, sub_query, limit, errors) or reranked
+        for index, sub_query in enumerate(sub_queries):
+            # The question itself also brings the facts around its top entities before the judge:
+            # its causes and consequences rarely share its words (app/graph/search.py).
+            reranked = self._search_into(merged, graph_id, sub_query, limit, errors,
+                                         neighbourhood=NEIGHBOURHOOD_ENTITIES if index == 0 else 0) or reranked
         if split_usable:  # slots the split left empty: follow the names the results brought up
             for name in unexplored_names(_names_of(_best_first(merged)), sub_queries,
                                          limit=max_sub_queries - len(sub_queries)):
@@ -129,9 +133,9 @@ class ReportTools:
                              errors=errors, entities_left_out=left_out, **_budget(max_chars))
 
     def _search_into(self, merged: dict[str, FactView], graph_id: str, query: str, limit: int,
-                     errors: list[str]) -> bool:
+                     errors: list[str], neighbourhood: int = 0) -> bool:
         """Search one sub-query and merge its facts; whether the search was reranked."""
-        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges")
+        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges", neighbourhood=neighbourhood)
         if outcome.error:
             errors.append(f"search for {query!r} failed: {outcome.error}")
         for hit in outcome.edges:

@@ -1,0 +1,94 @@
+"""Graph search with `neighbourhood`: the facts of the first stage's top entities join the judged
+candidates, so a fact that shares no word with the question (a cause, a consequence) can still reach
+the judge. On the real FalkorDB, over real HTTP to the scripted judge."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.graph.runtime import GraphitiAdapter
+from tests.conftest import unique_graph_id
+from tests.support.scripted_llm import judge
+
+QUERY = "Harbor Authority"
+HIDDEN = "Gale winds flooded the basements on Elm Street overnight"
+# Eight facts name the Harbor Authority without being its own; two ferries and the hidden fact are
+# its own, and the hidden one shares no word with the query.
+FACTS = [
+    {"source": f"Pilot {n}", "target": "Town Hall", "relation": "meets",
+     "fact": f"Pilot {n} meets the Harbor Authority board at the Town Hall every month"}
+    for n in range(1, 9)
+] + [
+    {"source": "Harbor Authority", "target": f"Ferry {n}", "relation": "runs",
+     "fact": f"The Harbor Authority runs Ferry {n}"} for n in (1, 2)
+] + [{"source": "Harbor Authority", "target": "Elm Street", "relation": "reported", "fact": HIDDEN}]
+
+
+@pytest.fixture(scope="module")
+def harbor_graph():
+    return {}
+
+
+@pytest.fixture
+def harbor(client, harbor_graph):
+    if "id" not in harbor_graph:
+        graph_id = unique_graph_id("harbor")
+        graph = GraphitiAdapter().graph
+        graph.create(graph_id)
+        graph.import_facts(graph_id, FACTS)
+        harbor_graph["id"] = graph_id
+    return harbor_graph["id"]
+
+
+def search(app, graph_id: str, neighbourhood: int):
+    return GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(graph_id, QUERY, limit=2, neighbourhood=neighbourhood)
+
+
+def judge_by_basements(llm):
+    llm.responder = judge(lambda query, passage: 0.95 if "basements" in passage else 0.2)
+    return dict(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=llm.base_url, RERANKER_MODEL="judge-model",
+                RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5, RERANKER_CACHE_SIZE=0)
+
+
+def test_the_facts_of_the_top_entity_reach_the_judge_and_can_win(backend, scripted_llm, harbor):
+    app, _ = backend(**judge_by_basements(scripted_llm))
+    plain = search(app, harbor, neighbourhood=0)
+    judged_plain = {body["messages"][-1]["content"] for body in scripted_llm.requests}
+    # The first stage alone (4 candidates for limit 2) never shows the judge the hidden fact...
+    assert plain.candidates == 4 and not any(HIDDEN in text for text in judged_plain)
+    assert HIDDEN not in [hit.fact for hit in plain.edges]
+
+    scripted_llm.reset()
+    expanded = search(app, harbor, neighbourhood=1)
+    # ...the neighbourhood of "Harbor Authority" does (its own facts the first stage left out), and
+    # the judge puts it first.
+    own = {fact["fact"] for fact in FACTS if fact["source"] == "Harbor Authority"}
+    left_out = own - set(plain.trace["edges"].passages)
+    assert HIDDEN in left_out and expanded.candidates == 4 + len(left_out) == scripted_llm.count
+    top = expanded.edges[0]
+    assert (top.fact, top.from_neighbourhood, top.rerank_score) == (HIDDEN, True, pytest.approx(0.95, abs=1e-6))
+    assert top.first_stage_rank > 4  # placed after the first stage's own candidates
+    assert not expanded.edges[1].from_neighbourhood or expanded.edges[1].first_stage_rank > 4
+    assert expanded.nodes == []  # scope "edges": the entities were only a way to the facts
+    assert len({hit.uuid for hit in expanded.edges}) == len(expanded.edges)
+
+
+def test_without_a_reranker_the_neighbourhood_changes_nothing(backend, scripted_llm, harbor):
+    app, _ = backend(RERANKER_PROVIDER="none")
+    plain, expanded = search(app, harbor, neighbourhood=0), search(app, harbor, neighbourhood=3)
+    # Nothing could place the extra facts: the first stage's answer stands as it is.
+    assert expanded.candidates == plain.candidates == 2
+    assert sorted(hit.fact for hit in expanded.edges) == sorted(hit.fact for hit in plain.edges)
+    assert not any(hit.from_neighbourhood for hit in expanded.edges) and scripted_llm.count == 0
+
+
+def test_the_search_api_takes_a_neighbourhood_and_refuses_a_bad_one(backend, scripted_llm, harbor):
+    _, client = backend(**judge_by_basements(scripted_llm))
+    body = client.post(f"/api/graph/{harbor}/search", json={"query": QUERY, "limit": 2, "neighbourhood": 1}).get_json()
+    assert body["edges"][0]["fact"] == HIDDEN and body["edges"][0]["from_neighbourhood"] is True
+    statuses = {}
+    for bad in (-1, 11, "two", 1.5):
+        response = client.post(f"/api/graph/{harbor}/search", json={"query": QUERY, "neighbourhood": bad})
+        assert "neighbourhood" in response.get_json()["error"]["message"]
+        statuses[bad] = response.status_code
+    assert statuses == {-1: 422, 11: 422, "two": 400, 1.5: 400}  # as for `limit`: out of range, wrong type
