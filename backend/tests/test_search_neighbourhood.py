@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
+from app.report.llm import ReportLLM
+from app.report.tools import ReportTools
+from tests.support.scripted_llm_replies import ChatRequest
 from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
 
@@ -92,3 +95,23 @@ def test_the_search_api_takes_a_neighbourhood_and_refuses_a_bad_one(backend, scr
         assert "neighbourhood" in response.get_json()["error"]["message"]
         statuses[bad] = response.status_code
     assert statuses == {-1: 422, 11: 422, "two": 400, 1.5: 400}  # as for `limit`: out of range, wrong type
+
+
+def test_insight_forge_searches_the_question_with_its_neighbourhood(backend, scripted_llm, harbor):
+    app, _ = backend(**judge_by_basements(scripted_llm))  # non-judge prompts get a 400: the split fails
+    first_stage = set(search(app, harbor, neighbourhood=0).trace["edges"].passages)
+    scripted_llm.reset()
+    llm = ReportLLM(base_url=scripted_llm.base_url, api_key="k", model="chat", timeout_s=5)
+    try:
+        result = ReportTools(app.config["APP_CONFIG"], llm=llm).insight_forge(harbor, QUERY, limit=2)
+    finally:
+        llm.close()
+    judged = [request.judge_fields[1] for request in _judge_requests(scripted_llm)]
+    assert result.sub_queries == [QUERY] and result.reranked
+    # The question's search handed the judge the first stage's 4 candidates and facts around its entities.
+    assert len(judged) > 4 and first_stage < set(judged)
+
+
+def _judge_requests(llm):
+    requests = [ChatRequest(index=i, body=body, headers={}) for i, body in enumerate(llm.requests)]
+    return [request for request in requests if request.judge_fields is not None]
