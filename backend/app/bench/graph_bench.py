@@ -165,9 +165,7 @@ def estimate_on_calls(args: GraphBenchArgs, on: Config, claims: int) -> int:
 
 def search_claims(adapter, graph_id, claims, store, limit, progress, label, judge=None) -> None:
     """Search each claim not stored yet; with the reranker on, keep every candidate's scores too."""
-    clock = ModelWaitClock()
-    if judge is not None:
-        clock.attach(judge)
+    clock = ModelWaitClock(judge)
     for claim in claims:
         if claim.qid in store.done:
             continue
