@@ -8,6 +8,9 @@ import pytest
 
 from app.graph.runtime import GraphitiAdapter
 from app.report.llm import ReportLLM
+from app.report.results import SearchResult
+from app.report.search_log import search_movement
+from app.report.views import FactView
 from app.report.tools import ReportTools
 from tests.support.scripted_llm_replies import ChatRequest
 from tests.conftest import unique_graph_id
@@ -73,6 +76,12 @@ def test_the_facts_of_the_top_entity_reach_the_judge_and_can_win(backend, script
     assert top.first_stage_rank > 4  # placed after the first stage's own candidates
     assert not expanded.edges[1].from_neighbourhood or expanded.edges[1].first_stage_rank > 4
     assert expanded.nodes == []  # scope "edges": the entities were only a way to the facts
+    # The report's step log says where it came from, not that it "moved up" from a first-stage place.
+    result = SearchResult(graph_id=harbor, query=QUERY, scope="edges", reranked=True, entities=[],
+                          facts=[FactView.from_hit(hit, QUERY) for hit in expanded.edges])
+    logged = search_movement(result, shown="")["facts"]
+    assert logged[0]["from_neighbourhood"] is True
+    assert [entry.get("from_neighbourhood", False) for entry in logged] == [hit.from_neighbourhood for hit in expanded.edges]
     assert len({hit.uuid for hit in expanded.edges}) == len(expanded.edges)
 
 

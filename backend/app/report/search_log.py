@@ -3,7 +3,8 @@ reranker moved them.
 
 Every hit carries its place in the first stage (`first_stage_rank`, hybrid RRF) and its place in
 the answer (`rank`). Moved up means the reranker placed it higher than the first stage did; with
-the reranker off both are equal. Facts of the first stage's top `limit` that are missing from the
+the reranker off both are equal; a fact brought in from the neighbourhood of the top entities says
+`from_neighbourhood` (its first-stage place is after the first stage's own candidates). Facts of the first stage's top `limit` that are missing from the
 answer were pushed out by facts the reranker brought up from further down (only their first-stage
 places are known: search returns the answer, not the candidates it dropped).
 """
@@ -19,9 +20,12 @@ FACT_CHARS = 120  # each fact's text in the log is cut to this; the uuid names i
 
 
 def _entry(fact: FactView, shown: str) -> dict[str, Any]:
-    return {"uuid": fact.uuid, "fact": fact.fact[:FACT_CHARS], "rank": fact.rank,
-            "first_stage_rank": fact.first_stage_rank, "moved": fact.first_stage_rank - fact.rank,
-            "shown": fact.uuid in shown}
+    entry = {"uuid": fact.uuid, "fact": fact.fact[:FACT_CHARS], "rank": fact.rank,
+             "first_stage_rank": fact.first_stage_rank, "moved": fact.first_stage_rank - fact.rank,
+             "shown": fact.uuid in shown}
+    if fact.from_neighbourhood:  # its first_stage_rank is its place after the first stage's own candidates
+        entry["from_neighbourhood"] = True
+    return entry
 
 
 def ranked_facts(result: ToolResult) -> list[FactView]:

@@ -183,6 +183,7 @@ class ReportTools:
         known.found_by.append(sub_query)
         if hit.score > (known.score or 0.0):
             known.score, known.rank, known.first_stage_rank = hit.score, hit.rank, hit.first_stage_rank
+            known.from_neighbourhood = hit.from_neighbourhood
 
     def _entities_of(self, graph_id: str, facts: list[FactView]) -> tuple[list[EntityView], int]:
         uuids = list(dict.fromkeys(uuid for fact in facts for uuid in (fact.source_uuid, fact.target_uuid)))

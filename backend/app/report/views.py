@@ -37,6 +37,7 @@ class FactView:
     rank: int | None = None
     first_stage_rank: int | None = None
     found_by: list[str] = field(default_factory=list)  # the (sub-)queries that found it
+    from_neighbourhood: bool = False  # a fact of a top entity the first stage did not return (app/graph/search.py)
 
     @classmethod
     def from_hit(cls, hit: EdgeHit, query: str | None = None) -> "FactView":
@@ -44,7 +45,7 @@ class FactView:
                    source_uuid=hit.source_uuid, target_uuid=hit.target_uuid, valid_at=hit.valid_at,
                    invalid_at=hit.invalid_at, expired_at=hit.expired_at, created_at=hit.created_at,
                    score=hit.score, rank=hit.rank, first_stage_rank=hit.first_stage_rank,
-                   found_by=[query] if query else [])
+                   found_by=[query] if query else [], from_neighbourhood=hit.from_neighbourhood)
 
     @classmethod
     def from_row(cls, row: dict) -> "FactView":
