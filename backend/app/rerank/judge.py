@@ -83,7 +83,6 @@ class JudgeCounters(CounterSet):
         super().__init__(COUNTER_NAMES)
 
 
-
 class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
     """Scores (query, passage) pairs with a chat model; shared by all reranking strategies."""
 

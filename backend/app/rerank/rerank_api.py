@@ -25,11 +25,10 @@ from typing import Any, Literal
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.rerank.guarded import GuardedReranker
-from app.rerank.server_connection import redact_url
 from app.rerank.judgement import SCORE_FLOOR, report_failed, report_judged
-
 from app.rerank.rerank_api_client import RerankApiClient, ScoredTexts
 from app.rerank.score_cache import ScoreCache, ScoreKey, score_key
+from app.rerank.server_connection import redact_url
 from app.rerank.types import RerankError
 
 CACHE_VERSION = "rerank_api/1"  # part of the cache key: raw server scores, not mapped ones
@@ -132,8 +131,7 @@ class RerankApiReranker(GuardedReranker):
         if strict and scored.errors:
             raise scored.errors[0]
         failed = {position for index in scored.failed for position in to_send[texts[index]]}
-        report_failed(map(str, failed))
-        self._note_scale(scored.scores.values())
+        report_failed(map(str, failed))  # every score already went through _note_scale as its batch arrived
         ranking = RerankApiRanking(self._order(passages, raw, failed), scored.requests, scored.ignored,
                                    scored.tokens, scored.errors)
         self._count(ranking)
