@@ -38,7 +38,7 @@ from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe
 from app.bench.metrics import percentile
 from app.bench.progress import ProgressBar
 from app.bench.replay import (
-    TRACE_VERSION, Replay, candidate_trace, cosine_ranking, cosines, fused_ranking, judged_within,
+    TRACE_VERSION, Replay, candidate_trace, cosine_ranking, fused_ranking, judged_within,
 )
 from app.bench.report import write_reports
 from app.bench.runner import BenchInterrupted, finished_by_all
@@ -49,8 +49,9 @@ from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
-from app.rerank.strategies.registry import strategy_from_config
 from app.rerank.server_connection import redact_url
+from app.rerank.similarity import query_cosines
+from app.rerank.strategies.registry import strategy_from_config
 
 logger = logging.getLogger(__name__)
 
@@ -191,8 +192,7 @@ def search_claims(adapter, graph_id, claims, store, limit, progress, label, judg
 
 def passage_cosines(adapter, query: str, passages: list[str]) -> list[float]:
     """The product's embedder: cosine of the query to each candidate (after the timed search)."""
-    vectors = run_on_loop(adapter.runtime.graphiti.embedder.create_batch([query, *passages]), timeout=600)
-    return cosines(vectors[0], vectors[1:])
+    return run_on_loop(query_cosines(adapter.runtime.graphiti.embedder, query, passages), timeout=600)
 
 
 def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,

@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from app.rerank.fusion import check_fusion, fuse
 
 TRACE_VERSION = 1
@@ -112,12 +110,3 @@ def cosine_ranking(trace: dict, limit: int) -> list[str]:
     cosine = trace["cosine"]
     order = sorted(range(len(cosine)), key=lambda position: (-cosine[position], position))
     return doc_ranking(trace["doc_ids"], order[:limit])
-
-
-def cosines(query_vector: Sequence[float], passage_vectors: Sequence[Sequence[float]]) -> list[float]:
-    if not passage_vectors:
-        return []
-    query = np.asarray(query_vector, dtype=float)
-    passages = np.asarray(passage_vectors, dtype=float)
-    norms = np.linalg.norm(passages, axis=1) * (np.linalg.norm(query) or 1.0)
-    return [float(value) for value in (passages @ query) / np.where(norms == 0, 1.0, norms)]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -36,6 +35,7 @@ from app.graph import shared_fulltext
 from app.rerank.fusion import Fused, fuse
 from app.rerank.guarded import RANK_FELL_BACK
 from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
+from app.rerank.similarity import query_cosines
 
 SCOPES = ("edges", "nodes", "both")
 
@@ -205,18 +205,12 @@ async def _with_neighbourhood(driver, embedder, query: str, first: SearchResults
                 pool.setdefault(edge.uuid, edge)
     extra = list(pool.values())
     if len(extra) > n_extra:
-        vectors = await embedder.create_batch([query, *(edge.fact for edge in extra)])
-        closeness = [_cosine(vectors[0], vector) for vector in vectors[1:]]
+        closeness = await query_cosines(embedder, query, [edge.fact for edge in extra])
         extra = [edge for _, edge in sorted(zip(closeness, extra), key=lambda pair: -pair[0])[:n_extra]]
     scores = _scores(first.edge_reranker_scores, len(first.edges))
     neutral = (max(scores) + min(scores)) / 2 if scores else 0.0
     return first.model_copy(update={"edges": first.edges + extra,
                                     "edge_reranker_scores": scores + [neutral] * len(extra)}), len(extra)
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return sum(x * y for x, y in zip(a, b)) / norms if norms else 0.0
 
 
 def _best_of(results: SearchResults, n: int) -> SearchResults:
