@@ -51,6 +51,7 @@ from app.rerank.strategy_run import RerankOutcome, rerank
 from app.rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError,
     RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError, documents_from_jsonl,
+    refuse_longer_than,
 )
 
 bp = Blueprint("rerank", __name__, url_prefix="/api")
@@ -115,11 +116,11 @@ def _rerank_with_api(config: Config, query: str, documents: list[Document], stra
                        f"RERANKER_PROVIDER=rerank_api scores each document with a dedicated reranker model; "
                        f"only the '{API_STRATEGY}' strategy applies, not '{strategy}'")
     reranker = shared_rerank_api(config)
-    if strict:  # the same rule as the judge's strategies: strict mode never cuts a document silently
-        too_long = [document for document in documents if len(document.text) > reranker.max_document_chars]
-        if too_long:
-            raise _as_api_error(DocumentTooLongError.strict(too_long[0].id, len(too_long[0].text),
-                                                            reranker.max_document_chars))
+    if strict:  # the same rule as the judge's strategies (strategies/base.shown_texts)
+        try:
+            refuse_longer_than(documents, reranker.max_document_chars)
+        except DocumentTooLongError as error:
+            raise _as_api_error(error) from None
     started = time.perf_counter()
     ranking = _within_deadline(
         config, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict),

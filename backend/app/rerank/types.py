@@ -17,7 +17,7 @@ Errors are typed so a strict caller (the `/api/rerank` endpoint) can say exactly
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,12 +67,15 @@ class DocumentTooLongError(RerankError):
         super().__init__(message)
         self.document_id = document_id
 
-    @classmethod
-    def strict(cls, document_id: str, length: int, max_chars: int) -> "DocumentTooLongError":
-        """A strict call was given a document longer than it may send (strict mode never cuts)."""
-        return cls(f"document {document_id!r} has {length} characters, more than max_document_chars={max_chars} "
-                   "(RERANKER_MAX_DOCUMENT_CHARS); strict mode does not cut documents: shorten it, raise the "
-                   "limit, or rerank with strict=false to have it cut", document_id=document_id)
+
+def refuse_longer_than(documents: Sequence[Document], max_chars: int) -> None:
+    """Strict calls never cut a document: the first one longer than `max_chars` raises DocumentTooLongError."""
+    for document in documents:
+        if len(document.text) > max_chars:
+            raise DocumentTooLongError(
+                f"document {document.id!r} has {len(document.text)} characters, more than max_document_chars="
+                f"{max_chars} (RERANKER_MAX_DOCUMENT_CHARS); strict mode does not cut documents: shorten it, raise "
+                "the limit, or rerank with strict=false to have it cut", document_id=document.id)
 
 
 # A wrong key, no access, an unknown model or route (401/403/404) fail every request of a call alike.

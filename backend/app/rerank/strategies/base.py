@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from app.rerank.judge_call import JudgeCall, judge_call_for
 from app.rerank.strategies.strategy_prompts import clip
 from app.rerank.types import (
-    Document, DocumentTooLongError, RerankError, RerankResult, TooManyDocumentsError, rank_score,
+    Document, RerankError, RerankResult, TooManyDocumentsError, rank_score, refuse_longer_than,
 )
 
 
@@ -117,9 +117,7 @@ def shown_texts(call: JudgeCall, documents: Sequence[Document], max_chars: int) 
     DocumentTooLongError naming it. Lenient (graph search): it is cut to `max_chars` inside the
     prompt only; results keep the full text."""
     if call.strict:
-        for document in documents:
-            if len(document.text) > max_chars:
-                raise DocumentTooLongError.strict(document.id, len(document.text), max_chars)
+        refuse_longer_than(documents, max_chars)
     return [clip(document.text, max_chars) for document in documents]
 
 
