@@ -50,12 +50,10 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value.strip()
 
 
-def _reranker_api_key(embedding_api_key: str) -> str:
+def _reranker_api_key(provider: str, embedding_api_key: str) -> str:
     """RERANKER_API_KEY; unset, the judge shares the embedder's server and key. A rerank_api server
     is someone else's (TEI, Cohere, Jina): it never gets the embedder's key, only its own or none."""
-    if (_env("RERANKER_PROVIDER") or "").lower() == "rerank_api":
-        return _env("RERANKER_API_KEY", "") or ""
-    return _env("RERANKER_API_KEY", embedding_api_key) or embedding_api_key
+    return _env("RERANKER_API_KEY", "" if provider == "rerank_api" else embedding_api_key) or ""
 
 
 def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
@@ -193,6 +191,7 @@ class Config:
         embedding_base_url = _env("EMBEDDING_BASE_URL", _DEFAULT_OLLAMA_V1)
         embedding_api_key = _env("EMBEDDING_API_KEY", "ollama")
         llm_model = _env("LLM_MODEL_NAME", cls.llm_model_name)
+        reranker_provider = _choice("RERANKER_PROVIDER", cls.reranker_provider, RERANKER_PROVIDERS)
         return cls(
             graph_backend=_choice("GRAPH_BACKEND", "falkordb", GRAPH_BACKENDS),
             falkordb_url=_env("FALKORDB_URL"),
@@ -213,11 +212,11 @@ class Config:
             embedding_model=_env("EMBEDDING_MODEL", cls.embedding_model),
             embedding_api_key=embedding_api_key,
             embedding_dim=_int("EMBEDDING_DIM", cls.embedding_dim, 1),
-            reranker_provider=_choice("RERANKER_PROVIDER", cls.reranker_provider, RERANKER_PROVIDERS),
+            reranker_provider=reranker_provider,
             reranker_model=_env("RERANKER_MODEL", cls.reranker_model),
             # The reranker usually lives on the same Ollama as the embedder.
             reranker_base_url=_env("RERANKER_BASE_URL", embedding_base_url),
-            reranker_api_key=_reranker_api_key(embedding_api_key),
+            reranker_api_key=_reranker_api_key(reranker_provider, embedding_api_key),
             reranker_score_mode=_choice("RERANKER_SCORE_MODE", cls.reranker_score_mode, RERANKER_SCORE_MODES),
             reranker_strategy=_choice("RERANKER_STRATEGY", cls.reranker_strategy, RERANKER_STRATEGIES),
             reranker_max_parallel=_int("RERANKER_MAX_PARALLEL", cls.reranker_max_parallel, 1),
