@@ -199,10 +199,11 @@ async def _with_neighbourhood(driver, embedder, query: str, first: SearchResults
     so the judge places them (fusion reads them as neither good nor bad first-stage evidence)."""
     seen = {edge.uuid for edge in first.edges}
     pool: dict[str, EntityEdge] = {}
-    for node in first.nodes[:n_entities]:
-        for edge in await EntityEdge.get_by_node_uuid(driver, node.uuid):
-            if edge.uuid not in seen:
-                pool.setdefault(edge.uuid, edge)
+    per_entity = await asyncio.gather(*(EntityEdge.get_by_node_uuid(driver, node.uuid)
+                                        for node in first.nodes[:n_entities]))
+    for edge in (edge for edges in per_entity for edge in edges):
+        if edge.uuid not in seen:
+            pool.setdefault(edge.uuid, edge)
     extra = list(pool.values())
     if len(extra) > n_extra:
         closeness = await query_cosines(embedder, query, [edge.fact for edge in extra])
