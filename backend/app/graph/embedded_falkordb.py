@@ -38,10 +38,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# How long a start waits for the indexes of the graphs it loaded (see `_wait_indexes_built`).
+INDEX_BUILD_TIMEOUT_S = 120.0
 
 
 class EmbeddedFalkorDB:
@@ -62,7 +70,7 @@ class EmbeddedFalkorDB:
         return self.data_dir / "redis.pid"
 
     def start(self, ready_timeout_s: float = 15.0) -> None:
-        """Start the server (idempotent) and wait until it answers PING.
+        """Start the server (idempotent) and wait until it answers and its graphs' indexes are built.
 
         Call it from a thread that lives as long as the app (the graph event-loop thread),
         because the server is tied to the life of the thread that started it.
@@ -83,6 +91,7 @@ class EmbeddedFalkorDB:
             )
             log_file.close()
             self._wait_ready(ready_timeout_s)
+            self._wait_indexes_built(INDEX_BUILD_TIMEOUT_S)
             logger.info(
                 "Embedded FalkorDB started (pid=%s, port=%s, data=%s)",
                 self.process.pid, self.port, self.data_dir,
@@ -128,6 +137,39 @@ class EmbeddedFalkorDB:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s}s")
+
+    def _wait_indexes_built(self, timeout_s: float) -> None:
+        """Wait until every index of every stored graph is built again.
+
+        FalkorDB rebuilds the indexes of the graphs it loads in the background, after it already
+        answers. A search in that window reads a half-built full-text index: the same query
+        answers differently a moment later. Past the timeout the start goes on, with a WARNING.
+        """
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=5)
+        deadline = time.monotonic() + timeout_s
+        try:
+            building = self._graphs_with_unbuilt_indexes(client)
+            while building and time.monotonic() < deadline:
+                time.sleep(0.05)
+                building = self._graphs_with_unbuilt_indexes(client)
+        except redis.exceptions.RedisError as error:  # the first query will report it properly
+            logger.warning("Could not read the embedded FalkorDB's index state: %s", error)
+            return
+        finally:
+            client.close()
+        if building:
+            logger.warning("Indexes of %d graph(s) still building after %.0f s; their searches may "
+                           "miss facts until they are done", len(building), timeout_s)
+
+    @staticmethod
+    def _graphs_with_unbuilt_indexes(client: redis.Redis) -> list[str]:
+        building = []
+        for name in client.execute_command("GRAPH.LIST"):
+            _, rows, *_ = client.execute_command(
+                "GRAPH.RO_QUERY", name, "CALL db.indexes() YIELD status RETURN status")
+            if any(_text(row[0]) != "OPERATIONAL" for row in rows):
+                building.append(_text(name))
+        return building
 
     def _stop_stale_server(self) -> None:
         """A server left by a crashed app would hold the data files; stop it first."""
