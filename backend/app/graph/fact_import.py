@@ -31,6 +31,8 @@ EMBED_CHUNK = 256  # texts per embedder call: a large import is many calls, each
 # Edges per write: the driver builds each query's parameters on the graph loop, which searches share,
 # and FalkorDB holds the graph's write lock for the whole query; small writes keep both short.
 WRITE_CHUNK = 250
+# How an import checks that its edges are stored; see _verify_stored for why it is written this way.
+STORED_EDGES_QUERY = "UNWIND $uuids AS u MATCH ()-[e:RELATES_TO {uuid: u}]->() RETURN count(e) AS n"
 
 
 class ImportFailedError(RuntimeError):
@@ -218,12 +220,13 @@ async def _write(runtime, graph_id: str, nodes: list[EntityNode], edges: list[En
 
 
 async def _verify_stored(driver, edges: list[EntityEdge]) -> None:
-    """'imported: N' is said only for N edges the database holds (each with both its entities)."""
-    rows = await cypher_rows(
-        driver,
-        "UNWIND $uuids AS u MATCH (:Entity)-[e:RELATES_TO {uuid: u}]->(:Entity) RETURN count(e) AS n",
-        uuids=[edge.uuid for edge in edges],
-    )
+    """'imported: N' is said only for N edges the database holds (an edge is only written between
+    its two entities, so it cannot exist without them).
+
+    The endpoints stay unlabelled: with `(:Entity)` on them FalkorDB scans every entity for each
+    uuid instead of using the edge index (1,000 edges in a 20,000-edge graph: 229 s against 2 ms),
+    and an import's time grew with the square of the graph."""
+    rows = await cypher_rows(driver, STORED_EDGES_QUERY, uuids=[edge.uuid for edge in edges])
     stored = int(rows[0]["n"]) if rows else 0
     if stored != len(edges):
         raise ImportFailedError(f"only {stored} of {len(edges)} facts were stored")
