@@ -40,6 +40,14 @@ def test_one_graph_grows_through_the_sizes_and_each_size_is_measured(tmp_path):
     assert "| 20 |" in table and "| 40 |" in table and "skipped" in table
 
 
+def test_facts_can_share_their_sensors_so_a_fact_adds_one_text_not_two(tmp_path):
+    result, out = _scale(tmp_path, "--sizes", "20", "--sensors", "5", "--searches", "2")
+
+    assert result.exit_code == 0, result.output
+    step = json.loads((out / "results.json").read_text())["steps"][0]
+    assert (step["edges"], step["nodes"]) == (20, 15)  # 5 sensors and the 10 places carry 20 facts
+
+
 def test_reranked_searches_ask_the_given_judge_and_report_its_share(tmp_path, scripted_llm):
     result, out = _scale(tmp_path, "--sizes", "12", "--searches", "2", "--reranked-searches", "2",
                          "--base-url", scripted_llm.base_url, "--model", "scripted")

@@ -30,14 +30,19 @@ _THINGS = ["pressure", "turbidity", "chlorine level", "flow rate", "temperature"
 _VERBS = ["reports", "logs", "flags a rise in", "measures", "shows a drop in"]
 
 
-def synthetic_facts(count: int) -> list[dict[str, str]]:
-    """Sensor facts with enough varied wording that different queries find different facts."""
+def synthetic_facts(count: int, sensors: int | None = None) -> list[dict[str, str]]:
+    """Sensor facts with enough varied wording that different queries find different facts.
+
+    A new sensor per fact by default; with `sensors`, the facts cycle through that many (each fact
+    is then one sensor's numbered reading), so most facts add no new entity, as in a real graph."""
     facts = []
     for i in range(count):
         place, thing = _PLACES[i % len(_PLACES)], _THINGS[(i // len(_PLACES)) % len(_THINGS)]
         verb = _VERBS[i % len(_VERBS)]
-        facts.append({"source": f"Sensor {i}", "target": place, "relation": "installed at",
-                      "fact": f"Sensor {i} at {place} {verb} {thing} during shift {i % 7}"})
+        sensor = f"Sensor {i % sensors}" if sensors else f"Sensor {i}"
+        reading = f" (reading {i})" if sensors else ""
+        facts.append({"source": sensor, "target": place, "relation": "installed at",
+                      "fact": f"{sensor} at {place} {verb} {thing} during shift {i % 7}{reading}"})
     return facts
 
 

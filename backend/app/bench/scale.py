@@ -36,6 +36,8 @@ SERVER_THREADS = 8
 class ScaleOptions:
     sizes: tuple[int, ...] = DEFAULT_SIZES
     batch_size: int = 1000  # facts per POST .../facts (the API takes at most 5000)
+    # Sensors the facts cycle through: a fact then brings one text to embed (its own), not two.
+    sensors: int | None = 1000
     searches: int = 20  # first-stage searches per size
     reranked_searches: int = 3  # per size, only with a judge
     limit: int = 10
@@ -79,7 +81,7 @@ def _serve(data_dir: Path, log_path: Path, env: dict[str, str]) -> tuple[ServedA
 
 def _grow(app: ServedApp, step: _Step, have: int, options: ScaleOptions, echo: Callable[[str], None]) -> None:
     """Import facts have..size in batches; each batch's seconds are kept (the cost as the graph grows)."""
-    facts = synthetic_facts(step.size)
+    facts = synthetic_facts(step.size, options.sensors)
     for start in range(have, step.size, options.batch_size):
         batch = facts[start:start + options.batch_size]
         began = time.monotonic()

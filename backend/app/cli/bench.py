@@ -347,6 +347,8 @@ def _sizes(text: str) -> tuple[int, ...]:
               help="facts in the one graph at each step (comma list, growing)")
 @click.option("--batch-size", type=click.IntRange(min=1, max=5000), default=1000, show_default=True,
               help="facts per import request")
+@click.option("--sensors", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="sensors the facts cycle through (0: a new sensor entity per fact)")
 @click.option("--searches", type=click.IntRange(min=1), default=20, show_default=True,
               help="first-stage searches (reranker off) at each size")
 @click.option("--reranked-searches", type=click.IntRange(min=0), default=3, show_default=True,
@@ -356,13 +358,13 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--model", default=None, help="judge model for the reranked searches")
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="results folder (default: bench-out/scale)")
-def scale_command(sizes, batch_size, searches, reranked_searches, limit, base_url, model, output):
+def scale_command(sizes, batch_size, sensors, searches, reranked_searches, limit, base_url, model, output):
     """Grow one graph through the sizes (served app, embedded FalkorDB, local embedder): import throughput,
     first-stage and reranked search p50/p95, app and FalkorDB memory at each size."""
     if bool(base_url) != bool(model):
         raise click.BadParameter("give both --base-url and --model, or neither", param_hint="--base-url/--model")
-    options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, searches=searches,
-                           reranked_searches=reranked_searches, limit=limit, judge_base_url=base_url,
+    options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, sensors=sensors or None,
+                           searches=searches, reranked_searches=reranked_searches, limit=limit, judge_base_url=base_url,
                            judge_model=model)
     if not options.has_judge:
         click.echo("No judge given (--base-url and --model): reranked searches are skipped.")
