@@ -148,10 +148,10 @@ class EmbeddedFalkorDB:
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=5)
         deadline = time.monotonic() + timeout_s
         try:
-            building = self._graphs_with_unbuilt_indexes(client)
+            building = self._graphs_with_unbuilt_indexes(client, client.execute_command("GRAPH.LIST"))
             while building and time.monotonic() < deadline:
                 time.sleep(0.05)
-                building = self._graphs_with_unbuilt_indexes(client)
+                building = self._graphs_with_unbuilt_indexes(client, building)  # only these can still be
         except redis.exceptions.RedisError as error:  # the first query will report it properly
             logger.warning("Could not read the embedded FalkorDB's index state: %s", error)
             return
@@ -162,9 +162,9 @@ class EmbeddedFalkorDB:
                            "miss facts until they are done", len(building), timeout_s)
 
     @staticmethod
-    def _graphs_with_unbuilt_indexes(client: redis.Redis) -> list[str]:
+    def _graphs_with_unbuilt_indexes(client: redis.Redis, graphs: list) -> list[str]:
         building = []
-        for name in client.execute_command("GRAPH.LIST"):
+        for name in graphs:
             _, rows, *_ = client.execute_command(
                 "GRAPH.RO_QUERY", name, "CALL db.indexes() YIELD status RETURN status")
             if any(_text(row[0]) != "OPERATIONAL" for row in rows):
