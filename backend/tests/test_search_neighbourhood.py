@@ -124,3 +124,27 @@ def test_insight_forge_searches_the_question_with_its_neighbourhood(backend, scr
 def _judge_requests(llm):
     requests = [ChatRequest(index=i, body=body, headers={}) for i, body in enumerate(llm.requests)]
     return [request for request in requests if request.judge_fields is not None]
+
+
+FERRY_FIRE = "The engine room of Ferry 1 caught fire near the breakwater"
+
+
+def test_a_fact_one_entity_further_out_reaches_the_judge(backend, scripted_llm):
+    # Ferry 1 is the entity the Harbor Authority's own facts name most often (twice); the fire is a
+    # fact of Ferry 1 alone, two steps from the query, sharing no word with it.
+    graph_id = unique_graph_id("harbor2")
+    graph = GraphitiAdapter().graph
+    graph.create(graph_id)
+    graph.import_facts(graph_id, FACTS + [
+        {"source": "Harbor Authority", "target": "Ferry 1", "relation": "inspects",
+         "fact": "The Harbor Authority inspects Ferry 1 every spring"},
+        {"source": "Ferry 1", "target": "Breakwater", "relation": "caught fire near", "fact": FERRY_FIRE},
+    ])
+    settings = judge_by_basements(scripted_llm)
+    scripted_llm.responder = judge(lambda query, passage: 0.95 if "engine" in passage else 0.2)
+    app, _ = backend(**settings)
+    outcome = search(app, graph_id, neighbourhood=1)
+    top = outcome.edges[0]
+    assert (top.fact, top.from_neighbourhood) == (FERRY_FIRE, True)
+    # The neighbourhood adds at most as many facts as the first stage gave (4 for limit 2).
+    assert outcome.candidates <= 4 + 4 and outcome.judged == outcome.candidates

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
@@ -32,10 +32,12 @@ from graphiti_core.search.search_filters import SearchFilters
 
 from app.config import Config
 from app.graph import shared_fulltext
+from app.graph.store import cypher_rows
+from app.graph.timestamps import iso
 from app.rerank.fusion import Fused, fuse
 from app.rerank.guarded import RANK_FELL_BACK
 from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
-from app.rerank.similarity import query_cosines
+from app.rerank.similarity import cosines
 
 SCOPES = ("edges", "nodes", "both")
 
@@ -121,31 +123,6 @@ class SearchOutcome:
         }
 
 
-def iso(value: Any) -> str | None:
-    """Every timestamp the API returns, in one format: ISO 8601 with six fractional digits and the
-    offset ("2024-05-01T10:00:00.000000+00:00").
-
-    Paged reads get `neo4j.time.DateTime` from Neo4j (nanoseconds: nine digits) and ISO strings
-    from FalkorDB (no fraction at all when it is zero); search gets Python datetimes from graphiti's
-    models. Neo4j values are cut to microseconds the way graphiti reads them (`to_native`), so a
-    fact's time reads the same from both paths.
-    """
-    if value is None:
-        return None
-    if hasattr(value, "to_native"):  # neo4j.time.DateTime / Date / Time
-        value = value.to_native()
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return value  # not a timestamp we wrote; shown as stored
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="microseconds")
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
-
-
 def node_passage(node: EntityNode) -> str:
     """Nodes are judged on 'name: summary'; Graphiti alone would send only the name."""
     return f"{node.name}: {node.summary}" if node.summary else node.name
@@ -190,28 +167,65 @@ def _first_stage_config(scope: str, n_candidates: int):
 
 async def _with_neighbourhood(driver, embedder, query: str, first: SearchResults, n_entities: int,
                              n_extra: int) -> tuple[SearchResults, int]:
-    """The first stage's edges, then the `n_extra` other facts of its top `n_entities` entities that
-    are closest to the query (cosine, as the first stage's own vector half measures it).
+    """The first stage's edges, then `n_extra` other facts around its top `n_entities` entities.
 
     A question's causes often share no word with it ("What caused the crisis?" against "floodwater
     entered Well 4 through its cracked seal") while its entities do: the facts around them reach
-    the judge this way. The first stage has no score for these; they get the middle of its scores,
-    so the judge places them (fusion reads them as neither good nor bad first-stage evidence)."""
+    the judge this way. "Around" is two steps: the top entities' own facts, and the facts of the
+    `n_entities` entities those facts link to most often (the well that a wellfield and its operator
+    both name), since a cause is often one entity further out than the question's words reach.
+    Each of these entities offers its facts closest to the query (cosine, as the first stage's own
+    vector half measures it) in turn, so a hub's many facts cannot crowd out a small entity's few.
+    The first stage has no score for these; they get the middle of its scores, so the judge places
+    them (fusion reads them as neither good nor bad first-stage evidence)."""
+    top = [node.uuid for node in first.nodes[:n_entities]]
+    own = await _facts_by_entity(driver, top)
+    linked = Counter(uuid for edges in own.values() for edge in edges
+                     for uuid in (edge.source_node_uuid, edge.target_node_uuid) if uuid not in own)
+    around = {**own, **await _facts_by_entity(driver, [uuid for uuid, _ in linked.most_common(n_entities)])}
     seen = {edge.uuid for edge in first.edges}
-    pool: dict[str, EntityEdge] = {}
-    per_entity = await asyncio.gather(*(EntityEdge.get_by_node_uuid(driver, node.uuid)
-                                        for node in first.nodes[:n_entities]))
-    for edge in (edge for edges in per_entity for edge in edges):
-        if edge.uuid not in seen:
-            pool.setdefault(edge.uuid, edge)
+    pool = {edge.uuid: edge for edges in around.values() for edge in edges if edge.uuid not in seen}
     extra = list(pool.values())
-    if len(extra) > n_extra:
-        closeness = await query_cosines(embedder, query, [edge.fact for edge in extra])
-        extra = [edge for _, edge in sorted(zip(closeness, extra), key=lambda pair: -pair[0])[:n_extra]]
+    if len(pool) > n_extra:
+        closeness = await _closeness(driver, embedder, query, list(pool))
+        queues = [sorted({edge.uuid for edge in edges if edge.uuid in pool}, key=lambda uuid: -closeness[uuid])
+                  for edges in around.values()]
+        extra = [pool[uuid] for uuid in _in_turn(queues, n_extra)]
     scores = _scores(first.edge_reranker_scores, len(first.edges))
     neutral = (max(scores) + min(scores)) / 2 if scores else 0.0
     return first.model_copy(update={"edges": first.edges + extra,
                                     "edge_reranker_scores": scores + [neutral] * len(extra)}), len(extra)
+
+
+async def _facts_by_entity(driver, entity_uuids: list[str]) -> dict[str, list[EntityEdge]]:
+    """Every fact at either end of each of these entities, read concurrently."""
+    per_entity = await asyncio.gather(*(EntityEdge.get_by_node_uuid(driver, uuid) for uuid in entity_uuids))
+    return dict(zip(entity_uuids, per_entity))
+
+
+# Unlabelled endpoints: the edge index answers each uuid (see fact_import.STORED_EDGES_QUERY).
+FACT_VECTORS_QUERY = ("UNWIND $uuids AS u MATCH ()-[e:RELATES_TO {uuid: u}]->() "
+                      "RETURN e.uuid AS uuid, e.fact_embedding AS vector")
+
+
+async def _closeness(driver, embedder, query: str, edge_uuids: list[str]) -> dict[str, float]:
+    """Cosine of each fact to the query, from the vectors stored with the facts: a hub's hundreds
+    of facts cost one read, not one embedding each. A fact stored without a vector counts as far."""
+    rows = await cypher_rows(driver, FACT_VECTORS_QUERY, uuids=edge_uuids)
+    vectors = {row["uuid"]: row["vector"] for row in rows if row["vector"]}
+    query_vector = await embedder.create(input_data=[query.replace("\n", " ")])
+    closeness = dict(zip(vectors, cosines(query_vector, list(vectors.values()))))
+    return {uuid: closeness.get(uuid, -1.0) for uuid in edge_uuids}
+
+
+def _in_turn(queues: list[list[str]], n: int) -> list[str]:
+    """Up to `n` distinct items, taking the next of each queue in turn."""
+    taken: dict[str, None] = {}
+    for turn in range(max(map(len, queues), default=0)):
+        for queue in queues:
+            if turn < len(queue) and len(taken) < n:
+                taken.setdefault(queue[turn])
+    return list(taken)
 
 
 def _best_of(results: SearchResults, n: int) -> SearchResults:

@@ -18,7 +18,7 @@ from graphiti_core.driver.falkordb import STOPWORDS as FALKORDB_STOPWORDS
 from neo4j.exceptions import ClientError as Neo4jClientError
 
 from app.graph import neo4j_delete
-from app.graph.search import iso
+from app.graph.timestamps import iso
 
 logger = logging.getLogger(__name__)
 
