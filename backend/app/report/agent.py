@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.config import Config
@@ -41,7 +41,7 @@ from app.report.protocol import (
 )
 from app.report.results import InsightResult, InterviewResult, ToolResult
 from app.report.tools import ReportTools
-from app.report.views import UUID_PATTERN, FactView
+from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.tasks import PROCESS_OWNER, Task, tasks
 
 logger = logging.getLogger(__name__)
@@ -329,7 +329,7 @@ class ReportAgent:
             self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
                       error=f"{type(error).__name__}: {error}")
             raise ToolFailed(type(error).__name__) from None
-        text = result.render()
+        text = self._render_for_the_model(result)
         shown = text.text()
         shown_facts = [fact for fact in result.all_facts() if fact.uuid in shown]  # cut ones cannot be cited
         for fact in shown_facts:
@@ -345,6 +345,18 @@ class ReportAgent:
                   **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
                   **({"planned": True} if planned else {}))
         return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), shown)
+
+    def _render_for_the_model(self, result: ToolResult) -> BudgetedText:
+        """The tool's text within its budget as the model reads it: each 36-character fact id is
+        replaced by a short label (F12) before the model sees it, so a text measured with the ids
+        left a quarter of the budget unused and cut facts the model had room for. Rendered again
+        with the room the labels free; after the replacement it is still within the budget."""
+        text = result.render()
+        ids = len(UUID_PATTERN.findall(text.text()))
+        if not text.truncated or not ids:
+            return text
+        longest_label = len(f"F{len(self.labels) + 2 * ids}")  # the second text may show more facts
+        return replace(result, max_chars=result.max_chars + ids * (UUID_CHARS - longest_label)).render()
 
     def _label(self, facts: list[FactView]) -> dict[str, str]:
         """Short labels for facts shown for the first time; {label: uuid} of the new ones."""

@@ -15,6 +15,7 @@ from app.report.time_words import describe_validity
 
 _NOTE_RESERVE = 200  # room kept for the truncation note itself
 # Graphiti names facts with uuid4 strings; citations in model answers are found by this shape.
+UUID_CHARS = 36
 UUID_PATTERN = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
 
 

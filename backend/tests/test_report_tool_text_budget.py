@@ -1,0 +1,37 @@
+"""The tool text's budget is for what the model reads. The model reads each fact's short label
+(F12), not the 36-character id the text is rendered with, so measuring the budget with the ids
+left about a quarter of it unused and cut facts there was room for (InsightForge showed 6 of 13)."""
+
+from __future__ import annotations
+
+import uuid
+
+from app.report.agent import ReportAgent
+from app.report.results import SearchResult
+from app.report.views import UUID_PATTERN, FactView
+
+BUDGET = 3000
+
+
+def long_facts(count: int) -> list[FactView]:
+    return [FactView(uuid=str(uuid.uuid4()), fact=f"Fact {n}: the pumping station on the river road logged a "
+                     f"pressure drop during the night shift and reported it to the duty engineer",
+                     relation="REPORTED", source=f"Station {n}", target="Duty engineer",
+                     source_uuid=str(uuid.uuid4()), target_uuid=str(uuid.uuid4()), score=1 - n / 100, rank=n + 1,
+                     first_stage_rank=n + 1) for n in range(count)]
+
+
+def test_the_model_reads_more_facts_within_the_same_budget(backend):
+    app, _ = backend()
+    agent = ReportAgent(app.config["APP_CONFIG"], tool_text_chars=BUDGET)
+    result = SearchResult(graph_id="g", query="pressure drop", scope="edges", facts=long_facts(30), entities=[],
+                          reranked=False, max_chars=BUDGET)
+    measured_with_ids = len(UUID_PATTERN.findall(result.render().text()))
+
+    text = agent._render_for_the_model(result).text()
+    labels = {found: f"F{n}" for n, found in enumerate(dict.fromkeys(UUID_PATTERN.findall(text)), start=1)}
+    read_by_the_model = UUID_PATTERN.sub(lambda match: labels[match.group(0)], text)
+
+    assert len(labels) > measured_with_ids  # more facts shown...
+    assert len(read_by_the_model) <= BUDGET  # ...within the budget the model is given
+    assert "truncated" in read_by_the_model and result.max_chars == BUDGET  # the result itself is unchanged
