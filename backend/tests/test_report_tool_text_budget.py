@@ -1,6 +1,6 @@
 """The tool text's budget is for what the model reads. The model reads each fact's short label
 (F12), not the 36-character id the text is rendered with, so measuring the budget with the ids
-left about a quarter of it unused and cut facts there was room for (InsightForge showed 6 of 13)."""
+left about a seventh of it unused and cut facts there was room for (InsightForge showed 6 of 13)."""
 
 from __future__ import annotations
 

@@ -349,8 +349,9 @@ class ReportAgent:
     def _render_for_the_model(self, result: ToolResult) -> BudgetedText:
         """The tool's text within its budget as the model reads it: each 36-character fact id is
         replaced by a short label (F12) before the model sees it, so a text measured with the ids
-        left a quarter of the budget unused and cut facts the model had room for. Rendered again
-        with the room the labels free; after the replacement it is still within the budget."""
+        left part of the budget unused (a seventh, for facts of about 230 characters) and cut facts
+        the model had room for. Rendered again with the room the labels free; after the replacement
+        it is still within the budget."""
         text = result.render()
         ids = len(UUID_PATTERN.findall(text.text()))
         if not text.truncated or not ids:
