@@ -165,7 +165,7 @@ def _first_stage_config(scope: str, n_candidates: int):
     return config
 
 
-async def _with_neighbourhood(driver, embedder, query: str, first: SearchResults, n_entities: int,
+async def _with_neighbourhood(driver, query_vector: list[float], first: SearchResults, n_entities: int,
                              n_extra: int) -> tuple[SearchResults, int]:
     """The first stage's edges, then `n_extra` other facts around its top `n_entities` entities.
 
@@ -187,7 +187,7 @@ async def _with_neighbourhood(driver, embedder, query: str, first: SearchResults
     pool = {edge.uuid: edge for edges in around.values() for edge in edges if edge.uuid not in seen}
     extra = list(pool.values())
     if len(pool) > n_extra:
-        closeness = await _closeness(driver, embedder, query, list(pool))
+        closeness = await _closeness(driver, query_vector, list(pool))
         queues = [sorted({edge.uuid for edge in edges if edge.uuid in pool}, key=lambda uuid: -closeness[uuid])
                   for edges in around.values()]
         extra = [pool[uuid] for uuid in _in_turn(queues, n_extra)]
@@ -208,12 +208,11 @@ FACT_VECTORS_QUERY = ("UNWIND $uuids AS u MATCH ()-[e:RELATES_TO {uuid: u}]->() 
                       "RETURN e.uuid AS uuid, e.fact_embedding AS vector")
 
 
-async def _closeness(driver, embedder, query: str, edge_uuids: list[str]) -> dict[str, float]:
+async def _closeness(driver, query_vector: list[float], edge_uuids: list[str]) -> dict[str, float]:
     """Cosine of each fact to the query, from the vectors stored with the facts: a hub's hundreds
     of facts cost one read, not one embedding each. A fact stored without a vector counts as far."""
     rows = await cypher_rows(driver, FACT_VECTORS_QUERY, uuids=edge_uuids)
     vectors = {row["uuid"]: row["vector"] for row in rows if row["vector"]}
-    query_vector = await embedder.create(input_data=[query.replace("\n", " ")])
     closeness = dict(zip(vectors, cosines(query_vector, list(vectors.values()))))
     return {uuid: closeness.get(uuid, -1.0) for uuid in edge_uuids}
 
@@ -283,19 +282,22 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     first_stage_size = n_candidates
     if not runtime.is_falkordb:  # other graphs' keyword hits can take slots of the shared index
         first_stage_size *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
+    # Embedded once: the first stage's vector half and the neighbourhood's closeness both use it.
+    query_vector = await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")]) if expand else None
     first = await graphiti_search(
         runtime.graphiti.clients,
         query,
         [graph_id],
         _first_stage_config("both" if expand else scope, first_stage_size),
         SearchFilters(),
+        query_vector=query_vector,
         driver=driver,
     )
     first = _best_of(first, n_candidates)
     from_neighbourhood = 0
     if expand:
-        first, from_neighbourhood = await _with_neighbourhood(driver, runtime.graphiti.embedder, query, first,
-                                                              neighbourhood, n_candidates)
+        first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood,
+                                                              n_candidates)
         if scope == "edges":
             first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
     first_stage_ms = (time.perf_counter() - started) * 1000
