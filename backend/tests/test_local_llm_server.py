@@ -24,7 +24,7 @@ import pytest
 
 from app.config import Config
 from app.local_llm import LocalServerError, ensure_server, server_status, stop_server
-from app.local_llm.server import PROBE_TIMEOUT_S, server_files
+from app.local_llm.server import PROBE_TIMEOUT_S, cpu_flags, server_command, server_files
 from tests.support.local_llm_fixtures import free_loopback_port
 
 
@@ -92,7 +92,23 @@ def test_server_runs_with_all_cores_and_records_its_pid_and_log(local_llm, local
     assert command[command.index("--ctx-size") + 1] == "8192"
     assert command[command.index("--parallel") + 1] == "1"
     assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert ("--no-repack" in command) == bool(cpu_flags() & {"amx_tile", "amx_int8", "amx_bf16"})
     assert files.log.stat().st_size > 0
+
+
+def test_a_cpu_that_advertises_amx_keeps_the_weights_unpacked(tmp_path):
+    # llama.cpp's AMX kernels faulted (GPF in ldtilecfg) on the first request on an AMX Xeon VM:
+    # the weights must not go into the AMX buffer there; elsewhere repacking stays on.
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_tile amx_int8\n\n"
+                       "processor\t: 1\nflags\t\t: fpu avx2 avx512f amx_tile amx_int8\n")
+    amx = cpu_flags(cpuinfo)
+    assert {"avx2", "amx_int8"} <= amx
+    config = Config.from_env()
+    assert "--no-repack" in server_command(config, tmp_path / "llama-server", tmp_path / "m.gguf", amx)
+    plain = server_command(config, tmp_path / "llama-server", tmp_path / "m.gguf", frozenset({"avx2", "fma"}))
+    assert "--no-repack" not in plain and "--no-webui" in plain
+    assert cpu_flags(tmp_path / "missing") == frozenset()
 
 
 @pytest.mark.local_model

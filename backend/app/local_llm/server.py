@@ -220,8 +220,32 @@ def stop_server(config: Config, *, grace_s: float = STOP_GRACE_S) -> bool:
 # ---------------------------------------------------------------- start / wait / stop
 
 
-def server_command(config: Config, binary: Path, model_file: Path) -> list[str]:
+# llama.cpp's AMX kernels fault on some machines that advertise AMX: a general protection fault in
+# `ldtilecfg` inside ggml_backend_amx_mul_mat on the first request (seen here on a 2-core Xeon VM with
+# amx_tile/amx_int8 in /proc/cpuinfo; llama.cpp issue #20824, fix proposed in PR #26954). The AMX path
+# is only taken for weights repacked into its buffer type, so on such CPUs the server keeps the weights
+# as loaded (`--no-repack`). Elsewhere repacking stays on: it speeds up the AVX2/AVX-512 kernels.
+AMX_CPU_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The CPU feature flags the kernel reports (empty where /proc/cpuinfo is not there)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def server_command(config: Config, binary: Path, model_file: Path,
+                   flags: frozenset[str] | None = None) -> list[str]:
     threads = str(cpu_cores())  # one thread per core we may run on, for generation and prompts alike
+    flags = cpu_flags() if flags is None else flags
+    repack = ["--no-repack"] if flags & AMX_CPU_FLAGS else []
     return [
         str(binary),
         "--model", str(model_file),
@@ -233,6 +257,7 @@ def server_command(config: Config, binary: Path, model_file: Path) -> list[str]:
         "--threads-batch", threads,
         "--parallel", str(SLOTS),
         "--no-webui",
+        *repack,
     ]  # fmt: skip
 
 
