@@ -601,7 +601,7 @@ def _report_of_a_paster(agent_backend, paste, pasted: dict):
 
 def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend, scripted_llm):
     # The 1.5B model wrote section 2 of a real run as the interview's text: fact lines with their
-    # relation chains and ranking, "[cites: F9]" and the truncation note.
+    # time notes, "[cites: F9]" and the truncation note.
     def paste(label):
         return as_json({"action": "write", "content": f"The ferry is run by the town. [cites: {label}]\n" + "\n".join(
             line for line in PASTED["text"].split("\n") if line.startswith(("- [F", "[truncated")))})
@@ -609,9 +609,9 @@ def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend
     PASTED = {}
     config, gid, report = _report_of_a_paster(agent_backend, paste, PASTED)
     (section,) = report["sections"]
-    assert "- [F" in PASTED["text"] and "first-stage #" in PASTED["text"]  # what was pasted
+    assert "- [F" in PASTED["text"] and "; still true)" in PASTED["text"]  # what was pasted
     body = report["markdown"].split("Sources:")[0]
-    assert "first-stage #" not in body and "-[" not in body and "[cites:" not in body
+    assert "still true" not in body and "-[" not in body and "[cites:" not in body
     assert "[truncated to stay within" not in body
     edges = {e["uuid"]: e["fact"] for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}
     pasted = [line for line in body.split("\n") if line.startswith("- ")]
@@ -624,7 +624,8 @@ def test_tool_text_pasted_into_a_section_becomes_plain_cited_lines(agent_backend
 @pytest.mark.parametrize("joiner", ["\n", " "])
 def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, scripted_llm, joiner):
     # The 1.5B model of a real run pasted search results as bare fact text, each followed by its
-    # relation chain, no label, in one paragraph: the section was removed as uncited though it was facts.
+    # bracketed note (then a relation chain, now its time), no label, in one paragraph: the section was
+    # removed as uncited though it was facts.
     def paste(label):
         facts = [_PASTED_LINE.match(line) for line in PASTED["text"].split("\n")]
         return as_json({"action": "write", "content": joiner.join(
@@ -640,4 +641,4 @@ def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, script
         assert f"{edges[uuid]} [{uuid}]" in body
 
 
-_PASTED_LINE = re.compile(r"^\s*-\s*\[([^\]]+)\]\s*(.+?)\s*\(([^()]*-\[[^\]]*\]->[^()]*)\)\s*$")
+_PASTED_LINE = re.compile(r"^\s*-\s*\[([^\]]+)\]\s*(.+?)\s*\(((?:valid |no date given).*)\)\s*$")

@@ -98,17 +98,19 @@ _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 _JSON_ACTION = re.compile(r'\{\s*["\']?(?:action|content|tool|sources)["\']?\s*:')
 
 
-# Tool-result text a small model copies into its section: a fact line with its relation chain, time and
-# ranking in brackets, the truncation note, an interview answer's "[cites: F3]".
-_RELATION_CHAIN = r"\(([^()]*-\[[^\]]*\]->[^()]*)\)"  # "(A -[R]-> B; valid ...; score 0.5, first-stage #2)"
-_PASTED_FACT = re.compile(r"^(\s*-\s*)\[([^\]]+)\]\s*(.+?)\s*" + _RELATION_CHAIN + r"\s*$")
+# Tool-result text a small model copies into its section: a fact line with its time in brackets
+# ("(valid from 9 March 2025; no longer true (when it ended is not known))"), a relation chain in
+# brackets, the truncation note, an interview answer's "[cites: F3]".
+_RELATION_CHAIN = r"\(([^()]*-\[[^\]]*\]->[^()]*)\)"  # "(A -[R]-> B; ...)"
+_FACT_NOTE = r"\(((?:[^()]*-\[[^\]]*\]->|valid |no date given)[^()]*(?:\([^()]*\)[^()]*)?)\)"
+_PASTED_FACT = re.compile(r"^(\s*-\s*)\[([^\]]+)\]\s*(.+?)\s*" + _FACT_NOTE + r"\s*$")
 _TRUNCATION_NOTE = re.compile(r"^\s*\[truncated to stay within \d+ characters[^\]]*\]\s*$")
 _CITES_NOTE = re.compile(r"\[cites:\s*([^\]]*)\]", re.IGNORECASE)
 
 
 def tidy_pasted_results(content: str) -> str:
-    """Tool-result lines pasted into a section as plain cited lines: "- [F3] fact (A -[R]-> B; valid
-    ...; score 0.5, first-stage #2)" becomes "- fact [F3]", "[cites: F3, F4]" becomes "[F3, F4]", and
+    """Tool-result lines pasted into a section as plain cited lines: "- [F3] fact (valid ...; still
+    true)" becomes "- fact [F3]", "[cites: F3, F4]" becomes "[F3, F4]", and
     the tool's truncation note goes (it speaks of the tool's text, not of the report)."""
     lines = []
     for line in content.split("\n"):

@@ -68,10 +68,11 @@ class FactView:
         return describe_validity(self.valid_at, self.invalid_at, self.expired_at)
 
     def line(self) -> str:
-        ranking = ""
-        if self.score is not None:
-            ranking = f"; score {self.score:.3f}, first-stage #{self.first_stage_rank}"
-        return f"- [{self.uuid}] {self.fact} ({self.relation_chain}; {self.time_label()}{ranking})"
+        """The fact as a model reads it: id, text and when it held. Who relates to whom is in the fact's
+        own words, and score and ranks are in `to_dict()`: on the line they cost a small model's budget
+        a third of the room (a chain and ranking of ~80 characters on a ~140-character fact) and
+        told it nothing it cites."""
+        return f"- [{self.uuid}] {self.fact} ({self.time_label()})"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "historical": self.is_historical, "time_label": self.time_label()}
@@ -100,8 +101,7 @@ class EntityView:
     def line(self) -> str:
         labels = f" ({', '.join(self.labels)})" if self.labels else ""
         summary = f": {self.summary}" if self.summary else ""
-        ranking = f" [score {self.score:.3f}, first-stage #{self.first_stage_rank}]" if self.score is not None else ""
-        return f"- {self.name}{labels}{summary}{ranking}"
+        return f"- {self.name}{labels}{summary}"  # score and ranks: to_dict(), as for facts
 
     def to_dict(self) -> dict:
         return asdict(self)
