@@ -11,7 +11,9 @@ import pytest
 
 from app.graph.runtime import GraphitiAdapter
 from app.report.agent import start_report
-from app.report.protocol import REMOVED_CITATION, InvalidCall, cite_copied_facts, parse_action, verify_citations
+from app.report.protocol import (
+    REMOVED_CITATION, InvalidCall, cite_copied_facts, cut_loops, parse_action, verify_citations,
+)
 from app.report import prompts
 from app.report.prompts import CITE_REMINDER, WRITE_NOW
 from app.report.store import ReportStore
@@ -138,6 +140,7 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
         assert search["reranked"] is False and search["facts"] and search["moved_up"] == search["moved_down"] == []
         assert all(f["moved"] == 0 for f in search["facts"]) and search["summary"].endswith("(not reranked)")
     assert steps[1]["arguments"]["query"] == "who runs the water utility" and steps[1]["section"] == 1
+    assert steps[1]["arguments"]["neighbourhood"] == 5  # the agent's searches judge the top entities' facts too
     assert steps[5]["arguments"]["limit"] == steps[6]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
     assert "unknown tool 'summon_oracle'" in steps[2]["error"]
     plan = steps[0]
@@ -384,6 +387,9 @@ def test_the_step_log_shows_what_the_reranker_moved(backend, scripted_llm):
     assert search["reranked"] is True and len(search["facts"]) == 3
     for entry in search["facts"]:
         assert entry["moved"] == entry["first_stage_rank"] - entry["rank"] and entry["shown"] is True
+        if entry.get("from_neighbourhood"):  # the agent's searches judge the top entities' facts too
+            assert entry["first_stage_rank"] > len(first_stage)
+            continue
         assert entry["first_stage_rank"] == first_stage.index(
             next(fact for fact in first_stage if fact.startswith(entry["fact"]))) + 1
     algae = next(entry for entry in search["facts"] if entry["fact"] == ALGAE_FACT)
@@ -642,3 +648,27 @@ def test_facts_pasted_without_their_labels_cite_themselves(agent_backend, script
 
 
 _PASTED_LINE = re.compile(r"^\s*-\s*\[([^\]]+)\]\s*(.+?)\s*\(((?:valid |no date given).*)\)\s*$")
+
+
+def test_a_section_stuck_in_a_loop_keeps_one_copy(agent_backend, scripted_llm):
+    # The 1.5B model of a real run ended a section with the tool's entity list twelve times over,
+    # the last copy cut short by max_tokens.
+    loop = "Port Alder Water Authority, Port Alder Fire Brigade, Alder Bay Treatment Plant, "
+
+    def paste(label):
+        return as_json({"action": "write", "content": f"The ferry is run by the town [{label}]. Involved: "
+                                                      + loop * 12 + "Port Alder Water"})
+
+    config, gid, report = _report_of_a_paster(agent_backend, paste, {})
+    (section,) = report["sections"]
+    body = report["markdown"].split("Sources:")[0]
+    assert section["cited"] and body.count("Port Alder Fire Brigade") == 1
+    assert "Involved: Port Alder Water Authority, Port Alder Fire Brigade, Alder Bay Treatment Plant," in body
+    write = next(step for step in report["log"] if step["kind"] == "write")
+    assert write["loop_words_cut"] == 11 * 12 + 3
+
+
+def test_cut_loops_leaves_ordinary_repetition_alone():
+    text = "Wells 4 and 6 tested high. Wells 4 and 6 were closed.\nGood, good, good. a b a b"
+    assert cut_loops(text) == (text, 0)
+    assert cut_loops("x y z " * 3 + "end") == ("x y z end", 6)

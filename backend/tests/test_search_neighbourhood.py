@@ -121,6 +121,17 @@ def test_insight_forge_searches_the_question_with_its_neighbourhood(backend, scr
     assert len(judged) > 4 and first_stage < set(judged)
 
 
+def test_the_search_tool_takes_a_neighbourhood(backend, scripted_llm, harbor):
+    # The report agent's searches pass one (a name followed up from results finds its entity's own
+    # facts); the tool's default stays the plain search.
+    app, _ = backend(**judge_by_basements(scripted_llm))
+    tools = ReportTools(app.config["APP_CONFIG"])
+    plain = tools.search_graph(harbor, QUERY, limit=2, scope="edges")
+    expanded = tools.search_graph(harbor, QUERY, limit=2, scope="edges", neighbourhood=1)
+    assert HIDDEN not in [fact.fact for fact in plain.facts]
+    assert expanded.facts[0].fact == HIDDEN and expanded.facts[0].from_neighbourhood
+
+
 def _judge_requests(llm):
     requests = [ChatRequest(index=i, body=body, headers={}) for i, body in enumerate(llm.requests)]
     return [request for request in requests if request.judge_fields is not None]

@@ -35,12 +35,12 @@ from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.protocol import (
-    InvalidCall, cite_copied_facts, drop_uncited_section, looks_like_json_action, parse_action,
+    InvalidCall, cite_copied_facts, cut_loops, drop_uncited_section, looks_like_json_action, parse_action,
     remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results, unwrap_write,
     verify_citations,
 )
 from app.report.results import InsightResult, InterviewResult, ToolResult
-from app.report.tools import ReportTools
+from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.tasks import PROCESS_OWNER, Task, tasks
 
@@ -267,6 +267,8 @@ class ReportAgent:
             nudged_from, (tool, arguments) = tool, recommended
             draft.nudged = True
         arguments["max_chars"] = self.tool_text_chars
+        if tool == "search_graph":  # a followed name's own facts reach the judge, not only its word matches
+            arguments["neighbourhood"] = NEIGHBOURHOOD_ENTITIES
         if "limit" in arguments:
             arguments["limit"] = min(arguments["limit"], self.max_search_limit)
         earlier = self.memory.recall(tool, arguments)
@@ -422,6 +424,7 @@ class ReportAgent:
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
         content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
+        content, loop_words = cut_loops(content)
         content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
         content = cite_copied_facts(content, self.known)  # after the labels: a labelled fact is cited already
         listed, unknown_listed = resolve_sources(sources, self.by_label)
@@ -432,7 +435,8 @@ class ReportAgent:
             draft.content, uncited = drop_uncited_section(draft.content)
             draft.removed_claims += uncited
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
-                  removed_citations=draft.removed_citations, removed_claims=draft.removed_claims)
+                  removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
+                  loop_words_cut=loop_words)
         return draft
 
     # -- assembling ---------------------------------------------------------------------------

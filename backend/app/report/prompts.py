@@ -65,7 +65,8 @@ SECTION_PROMPT_TAIL = (
 # return no fact to cite, InsightForge with one sub-query), and the agent's defaults and caps serve it.
 # A call that passes them anyway is still valid.
 # Entity names are hidden too: the model invents them ("government agencies") and interviews no one.
-AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities")
+AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities",
+                          "neighbourhood")
 
 
 def section_system_prompt() -> str:

@@ -84,6 +84,49 @@ def remove_unsupported_claims(content: str) -> tuple[str, list[str]]:
     return "\n".join(lines).strip(), removed
 
 
+# A small model sometimes falls into a loop and repeats a stretch of text until max_tokens (a real
+# run: the InsightForge entity list, 330 characters, 12 times over). Three copies in a row are a loop.
+LOOP_COPIES = 3
+LOOP_MAX_WORDS = 150
+
+
+def cut_loops(content: str) -> tuple[str, int]:
+    """Each stretch of words repeated LOOP_COPIES or more times in a row kept once, with a copy cut
+    short at the end (where max_tokens stopped the loop); (text, words cut). Line breaks stay."""
+    lines, cut = [], 0
+    for line in content.split("\n"):
+        words = line.split(" ")
+        kept: list[str] = []
+        i = 0
+        while i < len(words):
+            period = _loop_period(words, i)
+            if period:
+                end = i + period
+                while words[end:end + period] == words[i:i + period]:
+                    end += period
+                while end < len(words) and words[end] == words[i + (end - i) % period]:
+                    end += 1  # the last copy, cut short
+                kept += words[i:i + period]
+                cut += end - i - period
+                i = end
+            else:
+                kept.append(words[i])
+                i += 1
+        lines.append(" ".join(kept))
+    return "\n".join(lines), cut
+
+
+def _loop_period(words: list[str], start: int) -> int:
+    """The shortest stretch starting at `start` that follows itself LOOP_COPIES times, or 0."""
+    longest = min(LOOP_MAX_WORDS, (len(words) - start) // LOOP_COPIES)
+    for period in range(2, longest + 1):
+        if words[start + period] == words[start] and all(
+                words[start + copy * period:start + (copy + 1) * period] == words[start:start + period]
+                for copy in range(1, LOOP_COPIES)):
+            return period
+    return 0
+
+
 # Short fact labels: the model reads [F12] instead of a 36-character uuid (about 25 tokens less per
 # citation, and nothing to mistype); the agent turns them back into uuids before checking citations.
 LABEL_PATTERN = re.compile(r"\bF(\d{1,5})\b")

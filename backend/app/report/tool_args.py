@@ -37,6 +37,8 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("query", "text", "what to look for", required=True, max_chars=1000),
         Param("limit", "int", "how many facts and entities at most", default=10, maximum=50),
         Param("scope", "choice", "what to search", default="both", choices=("edges", "nodes", "both")),
+        Param("neighbourhood", "int", "the top entities whose facts (and their neighbours') the reranker "
+              "judges too; 0: the search's own hits only", default=0, minimum=0, maximum=10),
         _MAX_CHARS,
     ),
     "insight_forge": (

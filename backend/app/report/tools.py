@@ -35,7 +35,7 @@ MAX_ENTITY_LOOKUPS = 10  # InsightForge looks up the summaries of this many enti
 MAX_CHAIN_PATHS = 10
 INTERVIEW_SEARCH_LIMIT = 20
 MAX_FACTS_PER_ENTITY = 12
-NEIGHBOURHOOD_ENTITIES = 5  # InsightForge judges the facts around the question's top entities too
+NEIGHBOURHOOD_ENTITIES = 5  # InsightForge's question and the agent's searches judge the top entities' facts too
 
 
 def _budget(max_chars: int | None) -> dict[str, int]:
@@ -98,8 +98,8 @@ class ReportTools:
     # -- SearchResult -------------------------------------------------------------------------
 
     def search_graph(self, graph_id: str, query: str, limit: int = 10, scope: str = "both",
-                     max_chars: int | None = None) -> SearchResult:
-        outcome = self.graph.search(graph_id, query, limit=limit, scope=scope)
+                     neighbourhood: int = 0, max_chars: int | None = None) -> SearchResult:
+        outcome = self.graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood)
         return SearchResult(graph_id=graph_id, query=query, scope=scope,
                             facts=[FactView.from_hit(hit, query) for hit in outcome.edges],
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
