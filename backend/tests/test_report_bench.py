@@ -146,7 +146,7 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
                      RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs")
     output = tmp_path / "bench"
     command = ["bench", "report", "--only", "hospital", "--rerankers", "off,on", "--fusion", "rrf:0.5",
-               "--set", "RERANKER_CANDIDATES=2", "--output", str(output)]
+               "--set", "RERANKER_CANDIDATES=2", "--llm-model", "writer-2", "--output", str(output)]
     refused = app.test_cli_runner().invoke(args=command)
     assert refused.exit_code != 0 and "add --yes" in refused.output and scripted_llm.count == 0
 
@@ -155,6 +155,7 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
     results = json.loads((output / "results.json").read_text())
     labels = ["reranker off", "reranker on (pointwise:logprobs)", "reranker on (pointwise:logprobs) + fusion rrf 0.5"]
     assert list(results["settings"]) == labels
+    assert results["agent_model"] == "writer-2"  # the model the reports were written with, not the default
     assert results["settings"][labels[2]]["overrides"]["RERANKER_FUSION"] == "rrf"
     item = next(i for i in json.loads(default_file("sample").read_text())["requirements"] if i["id"] == "hospital")
 
