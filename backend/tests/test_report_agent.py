@@ -346,7 +346,7 @@ def test_a_model_that_only_searches_is_steered_and_never_searches_twice(agent_ba
     assert "Advice: this part asks who did or said what" in second[1]["content"]
     from_memory = second[3]["content"]  # asked in section 1: shown again, from memory
     assert "you already asked 'algae bloom' in section 1" in from_memory and "repeated here from memory" in from_memory
-    assert "An algae bloom closed the North Reservoir" in from_memory
+    assert "An algae bloom closed the North Reservoir" in from_memory  # section 1 had it before that search
     searches = [s["arguments"]["query"] for s in steps if s["kind"] == "tool" and s["tool"] == "search_graph"]
     assert len(searches) == len({query.casefold() for query in searches})  # no search ran twice
 
@@ -483,6 +483,10 @@ def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, sc
         name = query.removesuffix(" North Reservoir closed")
         assert name in named and "Reservoir" not in name
     assert tools[1]["arguments"]["query"] != tools[3]["arguments"]["query"]
+    # A follow-up shows facts the section has not seen yet, in the place of those it has.
+    for seed, follow_up in ((tools[0], tools[1]), (tools[2], tools[3])):
+        assert follow_up["shown"] and not set(seed["shown"]) & set(follow_up["shown"])
+    assert tools[1]["already_shown"] + tools[3]["already_shown"] > 0
     # InsightForge searched names by itself; the follow-up asks about another one.
     assert len(tools[0]["sub_queries"]) > 1 and tools[1]["arguments"]["query"] not in tools[0]["sub_queries"]
     sections = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"]

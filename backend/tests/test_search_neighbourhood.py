@@ -132,6 +132,21 @@ def test_the_search_tool_takes_a_neighbourhood(backend, scripted_llm, harbor):
     assert expanded.facts[0].fact == HIDDEN and expanded.facts[0].from_neighbourhood
 
 
+def test_a_search_leaves_out_the_facts_the_caller_holds(backend, scripted_llm, harbor):
+    app, _ = backend(**judge_by_basements(scripted_llm))
+    graph = GraphitiAdapter(app.config["APP_CONFIG"]).graph
+    whole = graph.search(harbor, QUERY, limit=4)
+    held = frozenset({whole.edges[0].uuid, whole.edges[2].uuid})
+    rest = graph.search(harbor, QUERY, limit=4, exclude=held)
+    # Same pool, same order; the held facts give their places to the next ones, which keep their ranks.
+    assert rest.candidates == whole.candidates and len(rest.edges) == 4
+    assert rest.excluded == [whole.edges[0].uuid, whole.edges[2].uuid]
+    assert [hit.uuid for hit in rest.edges[:2]] == [whole.edges[1].uuid, whole.edges[3].uuid]
+    assert [hit.rank for hit in rest.edges] == [2, 4, 5, 6] and not held & {hit.uuid for hit in rest.edges}
+    text = ReportTools(app.config["APP_CONFIG"]).search_graph(harbor, QUERY, limit=4, already_shown=held).to_text()
+    assert "2 facts you were shown before are left out" in text
+
+
 def _judge_requests(llm):
     requests = [ChatRequest(index=i, body=body, headers={}) for i, body in enumerate(llm.requests)]
     return [request for request in requests if request.judge_fields is not None]

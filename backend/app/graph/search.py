@@ -108,6 +108,7 @@ class SearchOutcome:
     judged: int = 0  # candidates the model judged (cached scores included)...
     candidates: int = 0  # ...of the first-stage candidates handed to the reranker
     fusion: str | None = None  # RERANKER_FUSION, when the model ordered anything
+    excluded: list[str] = field(default_factory=list)  # uuids of `exclude` that ranked among the answer's
     trace: dict[str, RerankTrace] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
@@ -267,11 +268,14 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
 
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
-                       neighbourhood: int = 0) -> SearchOutcome:
+                       neighbourhood: int = 0, exclude: frozenset[str] = frozenset()) -> SearchOutcome:
     """Hybrid RRF search scoped to one graph, reranked unless RERANKER_PROVIDER=none.
 
     `neighbourhood` > 0 (with a reranker): the facts of the first stage's top entities join the
-    candidates, as many again as the first stage gives (see `_with_neighbourhood`)."""
+    candidates, as many again as the first stage gives (see `_with_neighbourhood`).
+    `exclude`: uuids of facts the caller holds already. They are judged like any candidate (the pool
+    and its order do not change) but left out of the answer, so it holds up to `limit` others; each
+    fact keeps its rank in the whole order."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}")
     enabled = runtime.reranking_enabled
@@ -318,9 +322,13 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     reranked = enabled and all(judgement.reranked for judgement in judgements)
 
     first_stage_edges = len(first.edges) - from_neighbourhood
+    wanted = [(rank, hit) for rank, hit in enumerate(edge_order, start=1)
+              if first.edges[hit.position].uuid not in exclude][:limit]
+    last_rank = wanted[-1][0] if len(wanted) == limit else len(edge_order)
+    excluded = [first.edges[hit.position].uuid for hit in edge_order[:last_rank]
+                if first.edges[hit.position].uuid in exclude]
     edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names,
-                       from_neighbourhood=hit.position >= first_stage_edges)
-             for rank, hit in enumerate(edge_order[:limit], start=1)]
+                       from_neighbourhood=hit.position >= first_stage_edges) for rank, hit in wanted]
     nodes = [
         NodeHit(
             uuid=first.nodes[hit.position].uuid,
@@ -343,6 +351,7 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
         judged=sum(judgement.judged for judgement in judgements if judgement.reranked),
         candidates=len(first.edges) + len(first.nodes),
         fusion=config.reranker_fusion if reranked and judgements else None,
+        excluded=excluded,
         trace={"edges": edge_trace, "nodes": node_trace},
     )
 

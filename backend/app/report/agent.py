@@ -39,7 +39,7 @@ from app.report.protocol import (
     remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results, unwrap_write,
     verify_citations,
 )
-from app.report.results import InsightResult, InterviewResult, ToolResult
+from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.tasks import PROCESS_OWNER, Task, tasks
@@ -79,6 +79,7 @@ class SectionDraft:
     nudged: bool = False
     reminded_to_cite: bool = False  # a draft citing nothing was sent back once to be written with labels
     tools_used: list[str] = field(default_factory=list)
+    shown: set[str] = field(default_factory=set)  # facts the section's conversation holds
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
     removed_claims: list[str] = field(default_factory=list)
@@ -275,10 +276,10 @@ class ReportAgent:
         if earlier is not None:
             return self._repeated(draft, tool, arguments, earlier, started, remaining)
         try:
-            text = self._run_tool(graph_id, draft, tool, arguments, started, nudged_from, planned)
+            text, remembered = self._run_tool(graph_id, draft, tool, arguments, started, nudged_from, planned)
         except ToolFailed as failure:
             return f"The tool {tool} failed: {failure}. {remaining} tool call(s) left."
-        self.memory.remember(tool, arguments, draft.index, draft.tool_calls, text)
+        self.memory.remember(tool, arguments, draft.index, draft.tool_calls, remembered)
         if nudged_from:
             return prompts.nudged_feedback(tool, text, remaining)
         feedback = prompts.tool_feedback(tool, text, remaining)
@@ -319,14 +320,18 @@ class ReportAgent:
         return prompts.repeated_feedback(tool, earlier.query, earlier.section, same_section, earlier.text, remaining)
 
     def _run_tool(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
-                  nudged_from: str | None = None, planned: bool = False) -> str:
-        """Run the tool; the text the model is shown. ToolFailed (logged) when the tool raised."""
+                  nudged_from: str | None = None, planned: bool = False) -> tuple[str, str]:
+        """Run the tool; (the text the model is shown, the text remembered for a repeat of the query in
+        another section: with the facts left out because this section had them). ToolFailed (logged)
+        when the tool raised."""
         draft.tool_calls += 1
         draft.tools_used.append(tool)
         self.progress["tool_calls"] += 1
         self.progress["tool_calls_in_section"] += 1
+        # A search shows facts this section has not seen yet: the ones it has are in its conversation.
+        known = {"already_shown": frozenset(draft.shown)} if tool == "search_graph" else {}
         try:
-            result = getattr(self.tools, tool)(graph_id, **arguments)
+            result = getattr(self.tools, tool)(graph_id, **arguments, **known)
         except Exception as error:  # a failing tool is news for the model, not the end of the run
             self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
                       error=f"{type(error).__name__}: {error}")
@@ -336,6 +341,7 @@ class ReportAgent:
         shown_facts = [fact for fact in result.all_facts() if fact.uuid in shown]  # cut ones cannot be cited
         for fact in shown_facts:
             self.known.setdefault(fact.uuid, fact)
+        draft.shown |= {fact.uuid for fact in shown_facts}
         new_labels = self._label(shown_facts)
         self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
         if isinstance(result, InsightResult):
@@ -346,7 +352,14 @@ class ReportAgent:
                   shown=[self.labels[fact.uuid] for fact in shown_facts],
                   **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
                   **({"planned": True} if planned else {}))
-        return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), shown)
+        had = result.already_shown if isinstance(result, SearchResult) else []
+        held_back = [self.known[uuid] for uuid in had if uuid in self.known]
+        remembered = shown + ("\nAlso found, shown before this search:\n" + "\n".join(
+            fact.line() for fact in held_back) if held_back else "")
+        return self._with_labels(shown), self._with_labels(remembered)
+
+    def _with_labels(self, text: str) -> str:
+        return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), text)
 
     def _render_for_the_model(self, result: ToolResult) -> BudgetedText:
         """The tool's text within its budget as the model reads it: each 36-character fact id is
@@ -496,6 +509,8 @@ def _details(result: ToolResult) -> dict[str, Any]:
     if isinstance(result, InterviewResult):
         return {"interviewed": [interview.entity.name for interview in result.interviews],
                 "not_found": result.not_found}
+    if isinstance(result, SearchResult):
+        return {"already_shown": len(result.already_shown)}
     return {}
 
 

@@ -46,6 +46,7 @@ class SearchResult(ToolResult):
     reranked: bool
     error: str | None = None
     max_chars: int = 4000
+    already_shown: list[str] = field(default_factory=list)  # uuids the reader had, left out for others
     tool = "search_graph"
 
     def all_facts(self) -> list[FactView]:
@@ -57,6 +58,8 @@ class SearchResult(ToolResult):
         if self.error:
             text.header(f"Search error: {self.error}")
         text.header(f"Facts ({len(self.facts)}, best first):" if self.facts else "Facts: none found.")
+        if self.already_shown:
+            text.header(f"({len(self.already_shown)} facts you were shown before are left out; these are others.)")
         for fact in self.facts:
             text.item(fact.line(), "facts", cap=self.max_chars * 3 // 4)
         if self.entities:
@@ -72,7 +75,7 @@ class SearchResult(ToolResult):
 
     def to_dict(self) -> dict:
         return {"tool": self.tool, "graph_id": self.graph_id, "query": self.query, "scope": self.scope,
-                "reranked": self.reranked, "error": self.error,
+                "reranked": self.reranked, "error": self.error, "already_shown": self.already_shown,
                 "facts": [fact.to_dict() for fact in self.facts],
                 "entities": [entity.to_dict() for entity in self.entities],
                 "relations": relation_chains(self.facts), **self._text_info()}

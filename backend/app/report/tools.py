@@ -98,9 +98,13 @@ class ReportTools:
     # -- SearchResult -------------------------------------------------------------------------
 
     def search_graph(self, graph_id: str, query: str, limit: int = 10, scope: str = "both",
-                     neighbourhood: int = 0, max_chars: int | None = None) -> SearchResult:
-        outcome = self.graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood)
-        return SearchResult(graph_id=graph_id, query=query, scope=scope,
+                     neighbourhood: int = 0, max_chars: int | None = None,
+                     already_shown: frozenset[str] = frozenset()) -> SearchResult:
+        """`already_shown`: facts the reader has (the agent's section so far); the answer holds
+        others in their place, and says how many it left out."""
+        outcome = self.graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
+                                    exclude=already_shown)
+        return SearchResult(graph_id=graph_id, query=query, scope=scope, already_shown=outcome.excluded,
                             facts=[FactView.from_hit(hit, query) for hit in outcome.edges],
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
                             reranked=outcome.reranked, error=outcome.error, **_budget(max_chars))
