@@ -676,3 +676,15 @@ def test_cut_loops_leaves_ordinary_repetition_alone():
     text = "Wells 4 and 6 tested high. Wells 4 and 6 were closed.\nGood, good, good. a b a b"
     assert cut_loops(text) == (text, 0)
     assert cut_loops("x y z " * 3 + "end") == ("x y z end", 6)
+
+
+def test_more_planned_calls_follow_more_names(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=writes_at_once), REPORT_AGENT_MAX_TOOL_CALLS=4)
+    report_id, task = start_report(config, gid, STEERED, max_sections=1, planned_calls=3)
+    assert wait_for(task.task_id)["state"] == "done"
+    tools = [s for s in ReportStore(config.data_dir).read(report_id)["log"] if s["kind"] == "tool"]
+    assert [(s["tool"], s.get("planned")) for s in tools] == [
+        ("insight_forge", True), ("search_graph", True), ("search_graph", True)]
+    follow_ups = [s["arguments"]["query"] for s in tools[1:]]
+    assert len(set(follow_ups)) == 2 and all(query.endswith(" North Reservoir closed") for query in follow_ups)
+    assert not set(tools[1]["shown"]) & set(tools[2]["shown"])  # the second follow-up shows other facts

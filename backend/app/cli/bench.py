@@ -210,7 +210,7 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
               help="longest answer the agent's model may give per turn")
 @click.option("--tool-text-chars", type=click.IntRange(min=500), default=3000, show_default=True,
               help="size of each tool result the agent's model reads")
-@click.option("--planned-calls", type=click.IntRange(min=0, max=2), default=2, show_default=True,
+@click.option("--planned-calls", type=click.IntRange(min=0, max=5), default=2, show_default=True,
               help="tool calls the agent makes itself as a section opens (0: the model chooses every call)")
 @model_options
 @with_appcontext

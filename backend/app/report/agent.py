@@ -251,12 +251,14 @@ class ReportAgent:
         tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
         feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),
                                    time.perf_counter(), self.budget - 1, planned=True))
-        follow_up = unexplored_names(self._last_names, self._asked(draft), limit=1)
-        if calls >= 2 and follow_up:
+        for call in range(2, calls + 1):  # each follow-up: a name the latest results brought up
+            follow_up = unexplored_names(self._last_names, self._asked(draft), limit=1)
+            if not follow_up:
+                break
             query = name_in_context(follow_up[0], self._subject)[:1000]
             feedback.append(self._call(graph_id, draft, "search_graph",
                                        parse_tool_arguments("search_graph", {"query": query}),
-                                       time.perf_counter(), self.budget - 2, planned=True))
+                                       time.perf_counter(), self.budget - call, planned=True))
         return feedback
 
     def _call(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
