@@ -121,8 +121,8 @@ def hospital_writer(messages, body):
         if not any(m["role"] == "assistant" for m in messages):
             return as_json({"action": "tool", "tool": "search_graph",
                             "arguments": {"query": "St. Brigid's Hospital outbreak patients", "limit": 6}})
-        shown = re.findall(r"\[(F\d+)\]", "\n".join(m["content"] for m in messages
-                                                  if m["content"].startswith("Result of")))
+        # every fact the section was shown: the planned calls' results in the opening, then its own search's
+        shown = re.findall(r"\[(F\d+)\]", "\n".join(m["content"] for m in messages if m["role"] == "user"))
         content = " ".join(f"The graph says so [{label}]." for label in dict.fromkeys(shown))
         return as_json({"action": "write", "content": f"{content} Something else happened [{INVENTED}]."})
     return as_json({"sub_queries": []})
