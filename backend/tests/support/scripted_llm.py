@@ -152,6 +152,19 @@ class ScriptedLLMServer:
         with self._lock:
             return self._peak_in_flight
 
+    def wait_quiet(self, quiet_s: float = 1.0, timeout_s: float = 15.0) -> None:
+        """Wait until no request is in flight and none arrived for `quiet_s`: requests an earlier test
+        cancelled can still reach a shared server late on a busy machine, and must not be counted as
+        the next test's."""
+        deadline = time.monotonic() + timeout_s
+        seen, since = self.count, time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            if self.count != seen or self.in_flight:
+                seen, since = self.count, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+
     def reset(self) -> None:
         """Forget received requests and the peak (request indexes restart at 0); keeps the responder."""
         with self._lock:
