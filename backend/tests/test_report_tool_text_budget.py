@@ -7,8 +7,8 @@ from __future__ import annotations
 import uuid
 
 from app.report.agent import ReportAgent
-from app.report.results import SearchResult
-from app.report.views import UUID_PATTERN, FactView
+from app.report.results import InsightResult, SearchResult
+from app.report.views import UUID_PATTERN, EntityView, FactView
 
 BUDGET = 3000
 
@@ -35,3 +35,16 @@ def test_the_model_reads_more_facts_within_the_same_budget(backend):
     assert len(labels) > measured_with_ids  # more facts shown...
     assert len(read_by_the_model) <= BUDGET  # ...within the budget the model is given
     assert "truncated" in read_by_the_model and result.max_chars == BUDGET  # the result itself is unchanged
+
+
+def test_insight_forge_gives_its_facts_the_room_a_search_gives_them():
+    # Entity lines and chains cannot be cited; the merged facts can, and a real run showed 6 of 13.
+    facts = long_facts(30)
+    entities = [EntityView(uuid=str(uuid.uuid4()), name=f"Station {n}", labels=["Place"]) for n in range(30)]
+    common = dict(facts=facts, reranked=False, max_chars=BUDGET)
+    search = SearchResult(graph_id="g", query="pressure drop", scope="edges", entities=[], **common).to_text()
+    insight = InsightResult(graph_id="g", question="pressure drop", sub_queries=["pressure drop"], entities=entities,
+                            chains=[fact.relation_chain for fact in facts], **common).to_text()
+    shown = [sum(1 for fact in facts if fact.uuid in text) for text in (search, insight)]
+    assert shown[1] == shown[0] > 0 and len(insight) <= BUDGET
+    assert "Entities involved" in insight  # the rest of the budget still names them

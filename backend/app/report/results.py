@@ -105,8 +105,8 @@ class InsightResult(ToolResult):
         for error in self.errors:
             text.header(f"Note: {error}")
         text.header(f"Facts ({len(self.facts)}, merged, best first):" if self.facts else "Facts: none found.")
-        for fact in self.facts:
-            text.item(fact.line(), "facts", cap=self.max_chars * 3 // 5)
+        for fact in self.facts:  # as much room as a search gives them: facts are what a report can cite
+            text.item(fact.line(), "facts", cap=self.max_chars * 3 // 4)
         if self.entities:
             more = f", {self.entities_left_out} more not looked up" if self.entities_left_out else ""
             text.header(f"Entities involved ({len(self.entities)}{more}):")
