@@ -245,7 +245,8 @@ def report_command(graph_name, dataset, requirements_file, only, rerankers, stra
         # the settings every report shares (--llm-model, --set) are the run's, as its results header says
         requirement_set=requirement_set, output=folder.resolve(), config=with_settings(config, common),
         settings=bench_settings, only=[part.strip() for part in only.split(",")] if only else None,
-        max_requirements=max_queries, search_limit=search_limit, section_max_tokens=section_max_tokens, tool_text_chars=tool_text_chars,
+        max_requirements=max_queries, search_limit=search_limit, section_max_tokens=section_max_tokens,
+        tool_text_chars=tool_text_chars,
         planned_calls=planned_calls, report_only=report_only, yes=yes, confirm_above=confirm_above,
         command=command_line(), extra=run_facts(),
     )
