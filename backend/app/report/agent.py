@@ -331,9 +331,9 @@ class ReportAgent:
         self.progress["tool_calls"] += 1
         self.progress["tool_calls_in_section"] += 1
         # A search shows facts this section has not seen yet: the ones it has are in its conversation.
-        known = {"already_shown": frozenset(draft.shown)} if tool == "search_graph" else {}
+        section_has = {"already_shown": frozenset(draft.shown)} if tool == "search_graph" else {}
         try:
-            result = getattr(self.tools, tool)(graph_id, **arguments, **known)
+            result = getattr(self.tools, tool)(graph_id, **arguments, **section_has)
         except Exception as error:  # a failing tool is news for the model, not the end of the run
             self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
                       error=f"{type(error).__name__}: {error}")
