@@ -322,11 +322,15 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     reranked = enabled and all(judgement.reranked for judgement in judgements)
 
     first_stage_edges = len(first.edges) - from_neighbourhood
-    wanted = [(rank, hit) for rank, hit in enumerate(edge_order, start=1)
-              if first.edges[hit.position].uuid not in exclude][:limit]
-    last_rank = wanted[-1][0] if len(wanted) == limit else len(edge_order)
-    excluded = [first.edges[hit.position].uuid for hit in edge_order[:last_rank]
-                if first.edges[hit.position].uuid in exclude]
+    wanted, excluded = [], []  # the answer's (rank, hit); the held facts that ranked among them
+    for rank, hit in enumerate(edge_order, start=1):
+        if len(wanted) == limit:
+            break
+        uuid = first.edges[hit.position].uuid
+        if uuid in exclude:
+            excluded.append(uuid)
+        else:
+            wanted.append((rank, hit))
     edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names,
                        from_neighbourhood=hit.position >= first_stage_edges) for rank, hit in wanted]
     nodes = [
