@@ -130,9 +130,9 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     steps = report["log"]
     assert [(s["kind"], s.get("tool")) for s in steps] == [
         ("plan", None), ("tool", "search_graph"), ("invalid_call", None), ("tool", "insight_forge"),
-        ("write", None), ("tool", "panorama_search"), ("tool", "interview_entities"), ("write", None),
-        ("final", None)]
-    assert [s["step"] for s in steps] == list(range(1, 10))
+        ("write", None), ("complete", None), ("tool", "panorama_search"), ("tool", "interview_entities"),
+        ("write", None), ("complete", None), ("final", None)]
+    assert [s["step"] for s in steps] == list(range(1, 12))
     for step in (s for s in steps if s["kind"] == "tool"):
         assert step["duration_ms"] >= 0 and step["result_chars"] > 0 and step["facts"] > 0
         assert step["arguments"]["max_chars"] == 3000 and isinstance(step["truncated"], bool)
@@ -141,7 +141,7 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
         assert all(f["moved"] == 0 for f in search["facts"]) and search["summary"].endswith("(not reranked)")
     assert steps[1]["arguments"]["query"] == "who runs the water utility" and steps[1]["section"] == 1
     assert steps[1]["arguments"]["neighbourhood"] == 5  # the agent's searches judge the top entities' facts too
-    assert steps[5]["arguments"]["limit"] == steps[6]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
+    assert steps[6]["arguments"]["limit"] == steps[7]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
     assert "unknown tool 'summon_oracle'" in steps[2]["error"]
     plan = steps[0]
     assert plan["parts"] == ["Is the town's drinking water in good hands"]
@@ -189,7 +189,7 @@ def test_the_tool_budget_ends_a_section(agent_backend, scripted_llm):
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
     # The second identical query is answered from memory: no second search, and the model is told so.
-    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "repeated_query", "write", "final"]
+    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "repeated_query", "write", "complete", "final"]
     assert report["log"][2]["identical"] is True and report["summary"]["repeated_queries"] == 1
     assert report["summary"]["tool_calls"] == 1
     assert report["outline"] == ["Ferry timetable"]  # five proposed, max_sections=1
@@ -443,7 +443,7 @@ def test_a_write_cut_short_keeps_its_text_and_real_citations(agent_backend, scri
     assert section["removed_citations"] == ["F99", "F98"] and section["removed_claims"] == [
         f"It is cheap [{REMOVED_CITATION}]."]
     assert f"The ferry sails every hour [{ferry['uuid']}] and at night [{REMOVED_CITATION}]." in report["markdown"]
-    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "write", "final"]
+    assert [s["kind"] for s in report["log"]] == ["plan", "tool", "write", "complete", "final"]
 
 
 def writes_at_once(messages, body):

@@ -141,7 +141,7 @@ def test_a_report_from_request_to_markdown(api):
     body = report.get_json()
     assert body["report_id"] == report_id and body["status"] == "done" and body["graph_id"] == gid
     assert body["markdown"].startswith("# Ferries") and "The ferry runs hourly." in body["markdown"]
-    assert [step["kind"] for step in body["log"]] == ["plan", "tool", "tool", "tool", "write", "final"]
+    assert [step["kind"] for step in body["log"]] == ["plan", "tool", "tool", "tool", "write", "complete", "final"]
     assert [step.get("planned", False) for step in body["log"][1:4]] == [True, True, False]
     assert body["log"][1]["arguments"]["query"] == "How do people reach the island"
     assert body["log"][3]["arguments"]["query"] == "ferry" and body["sections"][0]["title"] == "Service"

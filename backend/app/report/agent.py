@@ -26,6 +26,7 @@ from typing import Any
 
 from app.config import Config
 from app.report import prompts as prompts
+from app.report.completion import facts_to_offer, new_sentences
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
@@ -60,6 +61,16 @@ NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model ca
 PLANNED_CALLS = 2
 
 
+@dataclass(frozen=True)
+class CheckedText:
+    """A model's text after the agent's checks, with what they took out."""
+    content: str
+    cited: list[str]
+    removed_citations: list[str]
+    removed_claims: list[str]
+    loop_words: int
+
+
 class ToolFailed(Exception):
     """A tool raised; the model is told the error class, the log holds the message."""
 
@@ -80,6 +91,8 @@ class SectionDraft:
     reminded_to_cite: bool = False  # a draft citing nothing was sent back once to be written with labels
     tools_used: list[str] = field(default_factory=list)
     shown: set[str] = field(default_factory=set)  # facts the section's conversation holds
+    evidence: list[list[str]] = field(default_factory=list)  # per tool result, the facts shown, best first
+    completed: list[str] = field(default_factory=list)  # facts cited by sentences added after writing
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
     removed_claims: list[str] = field(default_factory=list)
@@ -106,6 +119,7 @@ class ReportAgent:
         self.memory = QueryMemory()  # every query asked in this run, with what it showed
         self._last_names: list[str] = []  # entity names of the last tool result, best fact first
         self._searched: list[str] = []  # queries tools ran by themselves (InsightForge's sub-queries)
+        self._cited: set[str] = set()  # facts the sections written so far cite
         self.progress: dict[str, Any] = {}
         self._report_id = ""
         self._subject = ""
@@ -198,7 +212,14 @@ class ReportAgent:
             opening += "\n\n" + prompts.PLANNED_INTRO + "\n\n" + "\n\n".join(planned)
         messages = [{"role": "system", "content": prompts.section_system_prompt()},
                     {"role": "user", "content": opening}]
-        used, failures = len(planned), 0
+        self._gather_and_write(graph_id, draft, messages, len(planned))
+        self._complete(draft, plan)
+        self._cited.update(draft.cited)
+        return draft
+
+    def _gather_and_write(self, graph_id: str, draft: SectionDraft, messages: list[dict], used: int) -> None:
+        """The model's turns: tool calls until it writes the section or the budget is spent."""
+        failures = 0
         while used < self.budget and failures < MAX_LLM_FAILURES_PER_SECTION:
             started = time.perf_counter()
             try:
@@ -215,7 +236,7 @@ class ReportAgent:
                     self._written(draft, value, started, sources=arguments)
                     if self._remind_to_cite(draft, messages):
                         continue
-                    return draft
+                    return
                 feedback = self._call(graph_id, draft, value, arguments, started, remaining)
             except InvalidCall as problem:
                 draft.invalid_calls += 1
@@ -224,7 +245,7 @@ class ReportAgent:
                 feedback = prompts.invalid_call_feedback(str(problem), remaining)
             used += 1
             messages.append({"role": "user", "content": feedback})
-        return self._write_now(draft, messages, failures)
+        self._write_now(draft, messages, failures)
 
     def _action_of(self, text: str) -> tuple[str, Any, Any]:
         reply = parse_json_object(text)
@@ -344,6 +365,7 @@ class ReportAgent:
         for fact in shown_facts:
             self.known.setdefault(fact.uuid, fact)
         draft.shown |= {fact.uuid for fact in shown_facts}
+        draft.evidence.append([fact.uuid for fact in shown_facts])
         new_labels = self._label(shown_facts)
         self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
         if isinstance(result, InsightResult):
@@ -437,15 +459,23 @@ class ReportAgent:
         self._log("section_fallback", duration_ms=_ms(started), error=problem)
         return draft
 
-    def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
+    def _checked(self, content: str, sources: Any) -> CheckedText:
+        """The model's text with its labels resolved and only the citations a tool showed kept."""
         content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
         content, loop_words = cut_loops(content)
         content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
         content = cite_copied_facts(content, self.known)  # after the labels: a labelled fact is cited already
         listed, unknown_listed = resolve_sources(sources, self.by_label)
-        content, draft.cited, removed = verify_citations(content, self.known, listed)
-        draft.removed_citations = list(dict.fromkeys(unknown + unknown_listed + removed))
-        draft.content, draft.removed_claims = remove_unsupported_claims(content)
+        content, cited, removed = verify_citations(content, self.known, listed)
+        content, removed_claims = remove_unsupported_claims(content)
+        return CheckedText(content, cited, list(dict.fromkeys(unknown + unknown_listed + removed)), removed_claims,
+                           loop_words)
+
+    def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
+        checked = self._checked(content, sources)
+        loop_words = checked.loop_words
+        draft.content, draft.cited = checked.content, checked.cited
+        draft.removed_citations, draft.removed_claims = checked.removed_citations, checked.removed_claims
         if not draft.cited and draft.content:  # nothing the tools showed supports any of it
             draft.content, uncited = drop_uncited_section(draft.content)
             draft.removed_claims += uncited
@@ -453,6 +483,34 @@ class ReportAgent:
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
                   loop_words_cut=loop_words)
         return draft
+
+    def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:
+        """Offer a written section the best-ranked facts of its results that the report does not cite
+        yet (completion.py); the sentences that cite one of them are added to it."""
+        offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited))
+        if draft.written_by != "model" or not draft.cited or not offered:
+            return
+        started = time.perf_counter()
+        goal = draft.goal + (f" (it answers: {plan.part})" if plan.part and plan.part != draft.goal else "")
+        messages = prompts.completion_messages(goal, [self._with_labels(self.known[uuid].line()) for uuid in offered])
+        answer = ""
+        try:
+            answer = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
+            written, problem = self._final_answer(answer)
+        except ReportLLMError as error:
+            written, problem = None, f"{error.error_class}: {error.detail}"
+        added = ""
+        if written is not None:
+            checked = self._checked(written[0], None)  # only what the new text itself cites counts
+            added = new_sentences(checked.content, draft.content, {uuid: self.known[uuid].fact for uuid in offered})
+        cited = [uuid for uuid in verify_citations(added, self.known)[1] if uuid not in draft.cited]
+        if added:
+            draft.content += "\n\n" + added
+            draft.cited += cited
+            draft.completed = cited
+        self._log("complete", duration_ms=_ms(started), offered=[self.labels[uuid] for uuid in offered],
+                  cited=[self.labels[uuid] for uuid in cited], chars=len(added), error=problem or None,
+                  answer=answer[:500])
 
     # -- assembling ---------------------------------------------------------------------------
 
@@ -473,7 +531,8 @@ class ReportAgent:
                             "tools_used": draft.tools_used, "tool_hint": draft.tool_hint, "nudged": draft.nudged,
                             "reminded_to_cite": draft.reminded_to_cite,
                             "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
-                            "cited": draft.cited, "removed_citations": draft.removed_citations,
+                            "cited": draft.cited, "completed": draft.completed,
+                            "removed_citations": draft.removed_citations,
                             "removed_claims": draft.removed_claims})
         body = "\n".join(self._section_markdown(draft) for draft in sections)
         markdown = f"# {title}\n\n> Requirement: {requirement}\n\n{body}"

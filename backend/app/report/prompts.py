@@ -175,3 +175,30 @@ CITE_REMINDER = ("That section cites no fact, so every sentence of it would be r
 
 WRITE_NOW = ("The tool budget for this section is spent. Write the section now from the results above: "
              'answer {"action": "write", "content": "...", "sources": [...]}.')
+
+
+COMPLETION_PROMPT = (
+    "You add sentences to one section of a report. You get the section's goal and facts from its searches; each "
+    "fact starts with its id in square brackets. For each fact that helps answer the goal, write one sentence "
+    "that says what the fact says and nothing more, and end it with the fact's id in square brackets. Skip a fact "
+    'that does not help. Answer with only a JSON object: {"content": "<the sentences>"}; {"content": ""} when no '
+    "fact helps."
+)
+
+# One worked exchange before the real one: a 1.5B model told the format in words leaves the ids out,
+# and given a template in the prompt it copies the template (placeholders, or an example's content).
+# The example is about another town's library so that nothing of it fits a report on the graph.
+_COMPLETION_EXAMPLE = [
+    {"role": "user", "content": "Goal of the section: How the Elmwood library serves children\n\nFacts:\n"
+                                "- [F901] The Elmwood library opened a reading room for children in 2019.\n"
+                                "- [F902] The bakery next to the Elmwood library sells rye bread.\n"
+                                "- [F903] Since 2021 the Elmwood library lends tablets to pupils."},
+    {"role": "assistant", "content": '{"content": "The library opened a reading room for children in 2019 [F901]. '
+                                     'Since 2021 it lends tablets to pupils [F903]."}'},
+]
+
+
+def completion_messages(goal: str, fact_lines: list[str]) -> list[dict[str, str]]:
+    """The section's text is not shown: a small model shown it answers with it again."""
+    user = f"Goal of the section: {goal}\n\nFacts:\n" + "\n".join(fact_lines)
+    return [{"role": "system", "content": COMPLETION_PROMPT}, *_COMPLETION_EXAMPLE, {"role": "user", "content": user}]

@@ -292,5 +292,10 @@ NOT_SUPPORTED = ("_No fact the tools returned supports this section: the model c
 def drop_uncited_section(content: str) -> tuple[str, list[str]]:
     """A section that cites no fact a tool showed (inline or under "sources") claims what nothing
     supports, for example an invented fire: (the note NOT_SUPPORTED, its sentences as removed claims)."""
+    return NOT_SUPPORTED, sentences_of(content)
+
+
+def sentences_of(content: str) -> list[str]:
+    """The text's sentences, stripped, line breaks ending one too."""
     sentences = [sentence.strip() for line in content.split("\n") for sentence in _SENTENCE_END.split(line)]
-    return NOT_SUPPORTED, [sentence for sentence in sentences if sentence]
+    return [sentence for sentence in sentences if sentence]

@@ -45,7 +45,7 @@ def judge_or_chat(score_fn: Callable[[str, str], Any] = keyword_overlap,
 
 
 def purpose(messages: list[dict]) -> str | None:
-    """Which report prompt a request carries: outline, section, sub_queries, interview, or None."""
+    """Which report prompt a request carries: outline, section, sub_queries, interview, completion, or None."""
     system = str(messages[0].get("content", "")) if messages else ""
     if system.startswith(prompts.OUTLINE_PROMPT.split("MAX")[0]):
         return "outline"
@@ -55,6 +55,8 @@ def purpose(messages: list[dict]) -> str | None:
         return "sub_queries"
     if system == prompts.INTERVIEW_PROMPT:
         return "interview"
+    if system == prompts.COMPLETION_PROMPT:
+        return "completion"
     return None
 
 

@@ -1,0 +1,124 @@
+"""Completing a written section: which facts are offered, and which offered sentences are kept."""
+
+from __future__ import annotations
+
+import re
+
+from app.report.completion import COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence
+from app.report.agent import start_report
+from app.report.store import ReportStore
+from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, purpose
+from tests.support.scripted_llm import server_error
+from tests.test_report_agent import agent_backend, seen_fact_ids, wait_for, writes_at_once  # noqa: F401 (fixture)
+
+A, B, C, D, E = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 6))
+
+
+def test_evidence_takes_each_results_first_fact_before_any_second():
+    # a search ranked A over B, an InsightForge C over A over D, an interview showed E
+    assert ranked_evidence([[A, B], [C, A, D], [E]]) == [A, C, E, B, D]
+    assert ranked_evidence([]) == []
+
+
+def test_only_facts_the_report_does_not_cite_yet_are_offered_best_first():
+    results = [[A, B, C], [D, E]]
+    assert facts_to_offer(results, cited={A, E}) == [D, B, C]
+    assert facts_to_offer(results, cited={A, E}, limit=2) == [D, B]
+    assert facts_to_offer(results, cited={A, B, C, D, E}) == []
+
+
+FACTS = {C: "Inspector Brandt found that the wellhead seal of Well 4 was cracked.",
+         D: "Samples from Well 4 tested positive for E. coli on 11 March."}
+
+
+def test_kept_sentences_cite_an_offered_fact_and_are_new_to_the_section():
+    section = f"The storm flooded the wellfield [{A}]. Well 4 was closed [{B}]."
+    addition = (f"The storm flooded the wellfield [{A}]. "  # the section again
+                f"The wellhead seal of Well 4 was cracked [{C}]. "  # offered: kept
+                f"Well 4 was closed [{B}]. "  # cites only a fact the section has
+                "Many people were worried. "  # cites nothing
+                f"Samples from Well 4 tested positive for E. coli [{D}, {B}].")  # one offered fact is enough
+    assert new_sentences(addition, section, FACTS) == (
+        f"The wellhead seal of Well 4 was cracked [{C}]. Samples from Well 4 tested positive for E. coli [{D}, {B}].")
+
+
+def test_a_sentence_that_does_not_say_what_its_fact_says_is_not_added():
+    # a small model copied an example, and put one fact's id on another fact's sentence
+    addition = (f"The wellfield flooded on 9 March and was closed on 12 March [{C}]. "
+                f"Samples from Well 4 tested positive for E. coli [{C}].")
+    assert new_sentences(addition, "", FACTS) == ""
+    assert new_sentences(f"Inspector Brandt found the seal of Well 4 cracked, a grave failure [{C}].", "", FACTS)
+
+
+def test_an_id_written_after_the_full_stop_belongs_to_the_sentence_before():
+    addition = f"The wellhead seal of Well 4 was cracked. [{C}]. Samples tested positive. [{D}]"
+    assert new_sentences(addition, "", FACTS) == (
+        f"The wellhead seal of Well 4 was cracked [{C}]. Samples tested positive [{D}].")
+
+
+def test_a_copy_of_the_section_with_other_citations_adds_nothing():
+    section = "The wellhead seal of Well 4 was cracked [" + A + "]."
+    assert new_sentences(f"The wellhead seal of Well 4 was cracked [{C}].", section, FACTS) == ""
+
+
+# -- in the agent: the scripted server writes, the graph is a real FalkorDB --------------------------------
+
+OFFERED_LINE = re.compile(r"^- \[(F\d+)\] (.*) \((?:valid|no date)[^()]*\)$", re.MULTILINE)
+
+
+def offered_facts(messages) -> list[tuple[str, str]]:
+    """(label, fact text) of the facts a completion request offers."""
+    return OFFERED_LINE.findall(messages[-1]["content"])
+
+
+def offered_labels(messages) -> list[str]:
+    return [label for label, _ in offered_facts(messages)]
+
+
+def writer_then_completer(messages, body):
+    """Writes citing the first fact it was shown; asked to complete, answers with the section again, a
+    sentence on the first offered fact, one on an invented label and one citing nothing."""
+    if purpose(messages) == "completion":
+        first, text = offered_facts(messages)[0]
+        return as_json({"content": f"The graph says so [F1]. {text} [{first}]. A rumour says more [F99]. "
+                                   "People worried."})
+    return writes_at_once(messages, body)
+
+
+def test_a_written_section_gains_a_sentence_for_its_best_uncited_fact(agent_backend, scripted_llm):
+    config, gid = agent_backend(judge_or_chat(chat_fn=writer_then_completer), REPORT_AGENT_MAX_TOOL_CALLS=4)
+    report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    steps = report["log"]
+    labels = {label: uuid for step in steps for label, uuid in (step.get("new_labels") or {}).items()}
+    shown = [step["shown"] for step in steps if step["kind"] == "tool"]
+    (section,) = report["sections"]
+    first_cited = section["cited"][0]
+    (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]
+    # Offered: the best-ranked facts of the section's results, each result's first before any second,
+    # without the one the section cites.
+    expected = [label for label in ranked_evidence(shown) if labels[label] != first_cited][:COMPLETION_FACTS]
+    assert offered_labels(asked.messages) == expected and len(expected) >= 2
+    assert asked.messages[-1]["content"].startswith("Goal of the section: ")
+    added = labels[expected[0]]
+    assert section["cited"] == [first_cited, added] and section["completed"] == [added]
+    assert f"{offered_facts(asked.messages)[0][1].rstrip('.')} [{added}]." in report["markdown"]
+    assert report["markdown"].count("The graph says so") == 1  # the repeated section is not added again
+    assert "rumour" not in report["markdown"] and "People worried" not in report["markdown"]
+    (complete,) = [step for step in steps if step["kind"] == "complete"]
+    assert complete["offered"] == expected and complete["cited"] == [expected[0]] and complete["error"] is None
+
+
+def test_a_failed_completion_leaves_the_section_as_written(agent_backend, scripted_llm):
+    def failing_completion(messages, body):
+        return server_error() if purpose(messages) == "completion" else writes_at_once(messages, body)
+
+    config, gid = agent_backend(judge_or_chat(chat_fn=failing_completion), REPORT_AGENT_MAX_TOOL_CALLS=4)
+    report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    (section,) = report["sections"]
+    assert len(section["cited"]) == 1 and section["completed"] == []
+    (complete,) = [step for step in report["log"] if step["kind"] == "complete"]
+    assert complete["cited"] == [] and complete["chars"] == 0 and "500" in complete["error"]
