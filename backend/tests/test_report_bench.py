@@ -52,16 +52,19 @@ def test_tool_use_and_the_table_row_from_records():
         "identical_repeats": 1, "nudged_calls": 1, "invalid_calls": 1, "tool_errors": 0,
         "searches_moved_by_reranker": 1}
     records = [
-        {"gold_recall": 0.5, "gold_covered": 4, "gold_points": 8, "distractors_cited": 1, "removed_claims": 2,
+        {"gold_recall": 0.5, "gold_covered": 4, "gold_points": 8, "gold_shown": 6, "completion_citations": 2,
+         "distractors_cited": 1, "removed_claims": 2,
          "tool_calls": 5, "tool_calls_by_tool": {"search_graph": 3, "insight_forge": 2}, "repeated_queries": 1,
          "identical_repeats": 1, "agent_calls": 12, "judge_calls": 60, "wall_s": 100.0},
-        {"gold_recall": 1.0, "gold_covered": 5, "gold_points": 5, "distractors_cited": 0, "removed_claims": 0,
+        {"gold_recall": 1.0, "gold_covered": 5, "gold_points": 5, "gold_shown": 5, "distractors_cited": 0,
+         "removed_claims": 0,
          "tool_calls": 2, "tool_calls_by_tool": {"search_graph": 1, "interview_entities": 1}, "repeated_queries": 0,
          "identical_repeats": 0, "agent_calls": 5, "judge_calls": 20, "wall_s": 50.0, "sections_by_fallback": 1},
     ]
     row = aggregate(records)
     assert row == {
-        "reports": 2, "gold_recall": 0.75, "gold_covered": 9, "gold_points": 13, "distractors_cited": 1,
+        "reports": 2, "gold_recall": 0.75, "gold_covered": 9, "gold_points": 13, "gold_shown": 11,
+        "completion_citations": 2, "distractors_cited": 1,
         "removed_claims": 2, "removed_citations": 0, "tool_calls": 7,
         "tool_calls_by_tool": {"insight_forge": 2, "interview_entities": 1, "search_graph": 4},
         "repeated_queries": 1, "identical_repeats": 1, "agent_calls": 17, "judge_calls": 80, "judge_cache_hits": 0,

@@ -262,11 +262,14 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     report = store.read(report_id)
     cited = [uuid for section in report.get("sections", []) for uuid in section.get("cited", [])]
     texts = [agent.known[uuid].fact for uuid in dict.fromkeys(cited) if uuid in agent.known]
+    shown = score_citations([fact.fact for fact in agent.known.values()], requirement)  # what the writer saw
     llm = summary.get("llm") or agent.llm.stats()
     return {
         "qid": requirement.id, "report_id": report_id, "status": report.get("status"), "error": error,
         "title": report.get("title"), "outline": report.get("outline"),
         **score_citations(texts, requirement), **tool_calls_of(report.get("log", [])),
+        "gold_shown": shown["gold_covered"],
+        "completion_citations": sum(len(section.get("completed", [])) for section in report.get("sections", [])),
         "removed_claims": summary.get("removed_claims", 0), "removed_citations": summary.get("removed_citations", 0),
         "sections": summary.get("sections", 0),
         "sections_by_fallback": summary.get("sections", 0) - summary.get("sections_by_model", 0),
@@ -302,6 +305,7 @@ TABLE = (
     ("reports", "reports", "{}"),
     ("gold recall", "gold_recall", "{:.2f}"),
     ("gold covered", None, None),
+    ("gold shown", None, None),
     ("distractors cited", "distractors_cited", "{}"),
     ("claims removed", "removed_claims", "{}"),
     ("tool calls", None, None),
@@ -322,6 +326,8 @@ def _tools(row: dict) -> str:
 def _cell(row: dict, name: str, key: str | None, pattern: str | None) -> str:
     if name == "gold covered":
         return f"{row.get('gold_covered', 0)}/{row.get('gold_points', 0)}"
+    if name == "gold shown":  # points some tool showed the writer: what it could have covered
+        return f"{row.get('gold_shown', 0)}/{row.get('gold_points', 0)}"
     if name == "tool calls":
         return _tools(row)
     if name.startswith("repeated"):
@@ -341,13 +347,14 @@ def markdown_table(results: dict) -> str:
 
 
 def per_report_table(results: dict) -> str:
-    lines = ["| setting | requirement | recall | covered | distractors | claims removed | tool calls | "
-             "repeated (identical) | agent calls | judge calls (cached) | wall s |", "|---|---|" + "---:|" * 9]
+    lines = ["| setting | requirement | recall | covered | shown | distractors | claims removed | tool calls | "
+             "repeated (identical) | agent calls | judge calls (cached) | wall s |", "|---|---|" + "---:|" * 10]
     for label, records in results["per_report"].items():
         for record in records:
             lines.append(
                 f"| {label} | {record['qid']} | {record['gold_recall']:.2f} | "
-                f"{record['gold_covered']}/{record['gold_points']} | {record['distractors_cited']} | "
+                f"{record['gold_covered']}/{record['gold_points']} | "
+                f"{record.get('gold_shown', 0)}/{record['gold_points']} | {record['distractors_cited']} | "
                 f"{record['removed_claims']} | {_tools(record)} | {record['repeated_queries']} "
                 f"({record['identical_repeats']}) | {record['agent_calls']} | {record['judge_calls']} "
                 f"({record.get('judge_cache_hits', 0)}) | "

@@ -87,6 +87,8 @@ def aggregate(records: list[dict]) -> dict[str, Any]:
         "gold_recall": round(total("gold_recall") / count, 4),
         "gold_covered": int(total("gold_covered")),
         "gold_points": int(total("gold_points")),
+        "gold_shown": int(total("gold_shown")),
+        "completion_citations": int(total("completion_citations")),
         "distractors_cited": int(total("distractors_cited")),
         "removed_claims": int(total("removed_claims")),
         "removed_citations": int(total("removed_citations")),
