@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from app.report.completion import COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence
+from app.report.completion import COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence, within_a_page
 from app.report.agent import start_report
 from app.report.store import ReportStore
+from app.report.views import FactView
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, purpose
 from tests.support.scripted_llm import server_error
 from tests.test_report_agent import agent_backend, seen_fact_ids, wait_for, writes_at_once  # noqa: F401 (fixture)
@@ -18,6 +19,15 @@ def test_evidence_takes_each_results_first_fact_before_any_second():
     # a search ranked A over B, an InsightForge C over A over D, an interview showed E
     assert ranked_evidence([[A, B], [C, A, D], [E]]) == [A, C, E, B, D]
     assert ranked_evidence([]) == []
+
+
+def test_facts_a_search_ranked_beyond_its_first_page_are_not_offered():
+    def fact(uuid, rank):
+        return FactView(uuid=uuid, fact="f", relation="r", source="s", target="t", source_uuid="1", target_uuid="2",
+                        rank=rank)
+
+    # shown best first after the section's earlier facts were left out: ranks 7, 10, 11, 24; an interview's: none
+    assert within_a_page([fact(A, 7), fact(B, 10), fact(C, 11), fact(D, 24), fact(E, None)], page=10) == [A, B, E]
 
 
 def test_only_facts_the_report_does_not_cite_yet_are_offered_best_first():
@@ -85,6 +95,12 @@ def writer_then_completer(messages, body):
     return writes_at_once(messages, body)
 
 
+def offerable_labels(step: dict, labels: dict[str, str]) -> list[str]:
+    """The labels a tool step showed whose own search ranked them within a page (10), as shown."""
+    rank = {fact["uuid"]: fact["rank"] for fact in step["search"]["facts"]}
+    return [label for label in step["shown"] if rank.get(labels[label]) is None or rank[labels[label]] <= 10]
+
+
 def test_a_written_section_gains_a_sentence_for_its_best_uncited_fact(agent_backend, scripted_llm):
     config, gid = agent_backend(judge_or_chat(chat_fn=writer_then_completer), REPORT_AGENT_MAX_TOOL_CALLS=4)
     report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
@@ -92,7 +108,7 @@ def test_a_written_section_gains_a_sentence_for_its_best_uncited_fact(agent_back
     report = ReportStore(config.data_dir).read(report_id)
     steps = report["log"]
     labels = {label: uuid for step in steps for label, uuid in (step.get("new_labels") or {}).items()}
-    shown = [step["shown"] for step in steps if step["kind"] == "tool"]
+    shown = [offerable_labels(step, labels) for step in steps if step["kind"] == "tool"]
     (section,) = report["sections"]
     first_cited = section["cited"][0]
     (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]

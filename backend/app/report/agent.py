@@ -26,7 +26,7 @@ from typing import Any
 
 from app.config import Config
 from app.report import prompts as prompts
-from app.report.completion import facts_to_offer, new_sentences
+from app.report.completion import facts_to_offer, new_sentences, within_a_page
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
@@ -91,7 +91,7 @@ class SectionDraft:
     reminded_to_cite: bool = False  # a draft citing nothing was sent back once to be written with labels
     tools_used: list[str] = field(default_factory=list)
     shown: set[str] = field(default_factory=set)  # facts the section's conversation holds
-    evidence: list[list[str]] = field(default_factory=list)  # per tool result, the facts shown, best first
+    evidence: list[list[str]] = field(default_factory=list)  # per tool result, shown facts within a page, best first
     completed: list[str] = field(default_factory=list)  # facts cited by sentences added after writing
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
@@ -365,7 +365,7 @@ class ReportAgent:
         for fact in shown_facts:
             self.known.setdefault(fact.uuid, fact)
         draft.shown |= {fact.uuid for fact in shown_facts}
-        draft.evidence.append([fact.uuid for fact in shown_facts])
+        draft.evidence.append(within_a_page(shown_facts, self.max_search_limit))
         new_labels = self._label(shown_facts)
         self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
         if isinstance(result, InsightResult):

@@ -13,9 +13,16 @@ from __future__ import annotations
 import re
 
 from app.report.protocol import sentences_of
-from app.report.views import UUID_PATTERN
+from app.report.views import UUID_PATTERN, FactView
 
 COMPLETION_FACTS = 10  # facts offered at once: the 1.5B still writes a sentence for each that helps
+
+
+def within_a_page(facts: list[FactView], page: int) -> list[str]:
+    """Ids of a result's facts (as shown, best first) that their own search ranked within `page`. A
+    search that leaves out what the section has seen shows facts from further down (rank 20 and
+    more), mostly off the subject; they stay citable but are not offered."""
+    return [fact.uuid for fact in facts if fact.rank is None or fact.rank <= page]
 
 
 def ranked_evidence(results: list[list[str]]) -> list[str]:
