@@ -463,7 +463,7 @@ def writes_at_once(messages, body):
 
 def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, scripted_llm):
     config, gid = agent_backend(judge_or_chat(chat_fn=writes_at_once), REPORT_AGENT_MAX_TOOL_CALLS=4)
-    report_id, task = start_report(config, gid, STEERED, max_sections=2)  # PLANNED_CALLS (2) by default
+    report_id, task = start_report(config, gid, STEERED, max_sections=2, planned_calls=2)  # a seed, a follow-up
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
     tools = [s for s in report["log"] if s["kind"] == "tool"]

@@ -133,18 +133,19 @@ def test_a_report_from_request_to_markdown(api):
     task = wait_for_task(client, task_id)
     assert task["state"] == "done" and task["kind"] == "report"
     assert task["progress"]["section"] == task["progress"]["sections_total"] == 1
-    # Two calls the agent planned itself as the section opened, then the model's own search.
-    assert task["progress"]["tool_calls"] == 3 and task["progress"]["invalid_calls"] == 0
+    # Three calls the agent planned itself as the section opened (PLANNED_CALLS), then the model's own search.
+    assert task["progress"]["tool_calls"] == 4 and task["progress"]["invalid_calls"] == 0
 
     report = client.get(f"/api/report/{report_id}")
     assert report.status_code == 200
     body = report.get_json()
     assert body["report_id"] == report_id and body["status"] == "done" and body["graph_id"] == gid
     assert body["markdown"].startswith("# Ferries") and "The ferry runs hourly." in body["markdown"]
-    assert [step["kind"] for step in body["log"]] == ["plan", "tool", "tool", "tool", "write", "complete", "final"]
-    assert [step.get("planned", False) for step in body["log"][1:4]] == [True, True, False]
+    assert [step["kind"] for step in body["log"]] == [
+        "plan", "tool", "tool", "tool", "tool", "write", "complete", "final"]
+    assert [step.get("planned", False) for step in body["log"][1:5]] == [True, True, True, False]
     assert body["log"][1]["arguments"]["query"] == "How do people reach the island"
-    assert body["log"][3]["arguments"]["query"] == "ferry" and body["sections"][0]["title"] == "Service"
+    assert body["log"][4]["arguments"]["query"] == "ferry" and body["sections"][0]["title"] == "Service"
 
 
 @pytest.mark.parametrize("body, status, message", [

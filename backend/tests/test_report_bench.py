@@ -172,10 +172,11 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
         assert record["removed_claims"] == 1 and INVENTED not in markdown  # the invented sentence is gone
         steps = [json.loads(line) for line in (report / "steps.jsonl").read_text().splitlines()]
         tools = [step for step in steps if step["kind"] == "tool"]
-        # The agent's two planned calls (the stance question's interview, a follow-up search), the model's search.
+        # The agent's three planned calls (the stance question's interview, two follow-up searches), the model's
+        # search.
         assert [(t["tool"], t.get("planned", False)) for t in tools] == [
-            ("interview_entities", True), ("search_graph", True), ("search_graph", False)]
-        assert record["tool_calls_by_tool"] == {"interview_entities": 1, "search_graph": 2}
+            ("interview_entities", True), ("search_graph", True), ("search_graph", True), ("search_graph", False)]
+        assert record["tool_calls_by_tool"] == {"interview_entities": 1, "search_graph": 3}
         assert record["repeated_queries"] == 0 and record["wall_s"] > 0 and record["status"] == "done"
         # Outline, two interviews, the model's search turn and write turn.
         assert record["agent_calls"] == 5

@@ -210,8 +210,9 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
               help="longest answer the agent's model may give per turn")
 @click.option("--tool-text-chars", type=click.IntRange(min=500), default=3000, show_default=True,
               help="size of each tool result the agent's model reads")
-@click.option("--planned-calls", type=click.IntRange(min=0, max=5), default=2, show_default=True,
-              help="tool calls the agent makes itself as a section opens (0: the model chooses every call)")
+@click.option("--planned-calls", type=click.IntRange(min=0, max=5), default=None,
+              help="tool calls the agent makes itself as a section opens (0: the model chooses every call; "
+                   "default: the agent's own, 3)")
 @model_options
 @with_appcontext
 def report_command(graph_name, dataset, requirements_file, only, rerankers, strategy, fusions, settings, llm_base_url,
@@ -247,7 +248,8 @@ def report_command(graph_name, dataset, requirements_file, only, rerankers, stra
         settings=bench_settings, only=[part.strip() for part in only.split(",")] if only else None,
         max_requirements=max_queries, search_limit=search_limit, section_max_tokens=section_max_tokens,
         tool_text_chars=tool_text_chars,
-        planned_calls=planned_calls, report_only=report_only, yes=yes, confirm_above=confirm_above,
+        **({"planned_calls": planned_calls} if planned_calls is not None else {}),
+        report_only=report_only, yes=yes, confirm_above=confirm_above,
         command=command_line(), extra=run_facts(),
     )
     click.echo("Settings:")

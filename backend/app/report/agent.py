@@ -56,9 +56,11 @@ MAX_PROPOSED_SECTIONS = 8  # the model's outline is read up to this many section
 PLAIN_SEARCHES_BEFORE_NUDGE = 2  # plain searches before the section's recommended tool is urged
 NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model call
 # Tool calls the agent makes itself when a section opens, before the model's first turn: the
-# section's recommended tool (or a search) on its own part, then a search for the first name those
-# results brought up that no query asked about. A small model otherwise writes after one call.
-PLANNED_CALLS = 2
+# section's recommended tool (or a search) on its own part, then searches each for the first name the
+# latest results brought up that no query asked about. A small model otherwise writes after one call.
+# Three, not two, since sections are completed after writing (completion.py): the 1.5B no longer
+# drowns in a third result's facts, and the third search is where the crisis causes were found.
+PLANNED_CALLS = 3
 
 
 @dataclass(frozen=True)
