@@ -13,6 +13,9 @@ search replaced by the recommended tool. Citations of facts no tool showed are r
 text, and a sentence left with no real citation is removed with them; a section that cites no fact
 at all is replaced by a note saying so (its sentences are counted as removed claims). A write whose
 JSON is broken (cut short, bare quotes, wrapped twice) is parsed for its text; it never lands verbatim.
+Once written, a section is offered, in one short request, the best-ranked facts of its own results
+that the report does not cite yet, and keeps the added sentences that say what one of them says
+(completion.py).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
