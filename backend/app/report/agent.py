@@ -478,7 +478,6 @@ class ReportAgent:
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
         checked = self._checked(content, sources)
-        loop_words = checked.loop_words
         draft.content, draft.cited = checked.content, checked.cited
         draft.removed_citations, draft.removed_claims = checked.removed_citations, checked.removed_claims
         if not draft.cited and draft.content:  # nothing the tools showed supports any of it
@@ -486,7 +485,7 @@ class ReportAgent:
             draft.removed_claims += uncited
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
-                  loop_words_cut=loop_words)
+                  loop_words_cut=checked.loop_words)
         return draft
 
     def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:
