@@ -57,6 +57,17 @@ def seen_fact_ids(messages) -> list[str]:
     return list(dict.fromkeys(LABEL.findall("\n".join(m["content"] for m in messages if m["role"] == "user"))))
 
 
+def fact_shown(messages, label: str) -> str:
+    """The text of the fact a tool result showed as `label`."""
+    shown = "\n".join(m["content"] for m in messages if m["role"] == "user")
+    return re.search(rf"\[{label}\] (.+?) \((?:valid|no date)", shown).group(1)
+
+
+def in_other_words(fact: str) -> str:
+    """The fact's words backwards: what it says, with no stretch of it copied."""
+    return " ".join(reversed(fact.rstrip(".").split())) + "."
+
+
 def planner(messages, body):
     kind = purpose(messages)
     if kind == "outline":
@@ -75,8 +86,10 @@ def planner(messages, body):
         if section_number(messages) == 1:
             content = f"The graph says this [{cited[0]}] and that [{cited[1]}]. A rumour says more [{INVENTED}]."
             return as_json({"action": "write", "content": content})
-        content = f"The graph says this [{cited[0]}] and more."  # the second id only under "sources"
-        return as_json({"action": "write", "content": content, "sources": [cited[0], cited[1], INVENTED]})
+        # The second fact said in other words with its id only under "sources"; the third only listed.
+        cited = seen_fact_ids(messages)[:3]
+        content = f"The graph says this [{cited[0]}]. {in_other_words(fact_shown(messages, cited[1]))}"
+        return as_json({"action": "write", "content": content, "sources": cited + [INVENTED]})
     return "unexpected request"
 
 
@@ -148,6 +161,9 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
     assert plan["dropped"] == ["Identify the Key Entities Involved"] and plan["added"] == []
     assert plan["sections"] == ["Who runs the water supply", "Incidents and history"]
     assert steps[4]["removed_claims"] == [f"A rumour says more [{REMOVED_CITATION}]."]
+    # Listed under "sources": the fact the text says counts, the one it never mentions does not.
+    assert steps[4]["unstated_sources"] == [] and len(steps[8]["unstated_sources"]) == 1
+    assert steps[8]["unstated_sources"][0] not in steps[8]["cited"] and len(steps[8]["cited"]) == 2
 
     # The model was told what was wrong, and the run went on.
     section_one = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "section"][2]

@@ -30,6 +30,7 @@ from typing import Any
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.completion import facts_to_offer, new_sentences, within_a_page
+from app.report.grounding import stated_sources
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
@@ -74,6 +75,7 @@ class CheckedText:
     removed_citations: list[str]
     removed_claims: list[str]
     loop_words: int
+    unstated_sources: list[str]  # listed under "sources" but neither cited nor said in the text
 
 
 class ToolFailed(Exception):
@@ -471,10 +473,11 @@ class ReportAgent:
         content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
         content = cite_copied_facts(content, self.known)  # after the labels: a labelled fact is cited already
         listed, unknown_listed = resolve_sources(sources, self.by_label)
+        listed, unstated = stated_sources(content, listed, self.known)
         content, cited, removed = verify_citations(content, self.known, listed)
         content, removed_claims = remove_unsupported_claims(content)
         return CheckedText(content, cited, list(dict.fromkeys(unknown + unknown_listed + removed)), removed_claims,
-                           loop_words)
+                           loop_words, unstated)
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
         checked = self._checked(content, sources)
@@ -485,7 +488,7 @@ class ReportAgent:
             draft.removed_claims += uncited
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
-                  loop_words_cut=checked.loop_words)
+                  unstated_sources=checked.unstated_sources, loop_words_cut=checked.loop_words)
         return draft
 
     def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from app.report.grounding import grounded, words
 from app.report.protocol import sentences_of
 from app.report.views import UUID_PATTERN, FactView
 
@@ -40,31 +41,17 @@ def facts_to_offer(results: list[list[str]], cited: set[str], limit: int = COMPL
     return [uuid for uuid in ranked_evidence(results) if uuid not in cited][:limit]
 
 
-_WORD = re.compile(r"[a-z0-9]+")
 # "It closed. [id]" puts the citation after the sentence's end: it belongs to the sentence before.
 _CITATION_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\[\]]+\][ ,;]*)+)")
-GROUNDED_SHARE = 0.6  # of an added sentence's words, at least this share must be words of the facts it cites
-
-
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(_WORD.findall(UUID_PATTERN.sub(" ", text.lower())))
-
-
-def _grounded(sentence: str, facts: list[str]) -> bool:
-    """Whether the sentence says what its facts say: most of its words are theirs (a small model
-    otherwise copies an example, or puts one fact's id on another fact's sentence)."""
-    words = _words(sentence)
-    theirs = {word for fact in facts for word in _words(fact)}
-    return bool(words) and sum(word in theirs for word in words) >= GROUNDED_SHARE * len(words)
 
 
 def new_sentences(addition: str, section: str, offered: dict[str, str]) -> str:
     """The sentences of `addition` that cite an offered fact (uuid -> its text), say what it says, and
     are not already in `section` (a small model asked for new sentences may answer with old ones)."""
-    have = {_words(sentence) for sentence in sentences_of(section)}
+    have = {words(sentence) for sentence in sentences_of(section)}
     kept = []
     for sentence in sentences_of(_CITATION_AFTER_END.sub(lambda m: f" {m.group(2).strip()}{m.group(1)} ", addition)):
         cited = [offered[uuid.lower()] for uuid in UUID_PATTERN.findall(sentence) if uuid.lower() in offered]
-        if cited and _words(sentence) not in have and _grounded(sentence, cited):
+        if cited and words(sentence) not in have and grounded(sentence, cited):
             kept.append(sentence)
     return " ".join(kept)
