@@ -12,7 +12,8 @@ import pytest
 from app.graph.runtime import GraphitiAdapter
 from app.report.agent import start_report
 from app.report.protocol import (
-    REMOVED_CITATION, InvalidCall, cite_copied_facts, cut_loops, parse_action, verify_citations,
+    REMOVED_CITATION, InvalidCall, citations_before_the_stop, cite_copied_facts, cut_loops, parse_action,
+    remove_unsupported_claims, verify_citations,
 )
 from app.report import prompts
 from app.report.prompts import CITE_REMINDER, WRITE_NOW
@@ -284,8 +285,21 @@ def test_a_sentence_that_copies_a_long_stretch_of_a_fact_cites_it():
     cited = cite_copied_facts(text, known)
     # 8+ words in a row from the runoff fact: cited; 4 words of the bakery fact: not; a cited sentence is left alone.
     assert cited == ("The contamination was caused by manure runoff from the Lindgren Dairy Farm, carried by the flood "
-                     f"into the cracked Well 4. [{runoff.uuid}] The town was worried about the Water Street Bakery. "
+                     f"into the cracked Well 4 [{runoff.uuid}]. The town was worried about the Water Street Bakery. "
                      "Tests were done [0a0a0a0a-0000-4000-8000-000000000009].")
+
+
+def test_a_citation_after_the_full_stop_belongs_to_the_sentence_before():
+    invented = "0a0a0a0a-0000-4000-8000-000000000009"
+    known_id = "0a0a0a0a-0000-4000-8000-000000000001"
+    text = f"The well flooded. [{known_id}] The mayor resigned. [{invented}] The plant reopened."
+    moved = citations_before_the_stop(text)
+    assert moved == f"The well flooded [{known_id}]. The mayor resigned [{invented}]. The plant reopened."
+    known = {known_id: FactView(uuid=known_id, fact="The well flooded.", relation="R", source="A", target="B",
+                                source_uuid="a", target_uuid="b")}
+    # the claim resting on the invented id goes, not the sentence after it
+    kept, removed = remove_unsupported_claims(verify_citations(moved, known)[0])
+    assert kept == f"The well flooded [{known_id}]. The plant reopened." and removed[0].startswith("The mayor resigned")
 
 
 @pytest.mark.parametrize("reply, problem", [

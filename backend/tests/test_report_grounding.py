@@ -44,6 +44,9 @@ def test_listed_sources_count_only_when_cited_or_stated():
     kept, unstated = stated_sources(content, [seal.uuid, aqua.uuid, harbour.uuid, invented], known)
     # cited inline, or said; an unknown id stays for the citation check to report as removed
     assert kept == [seal.uuid, harbour.uuid, invented] and unstated == [aqua.uuid]
+    # a text that cites nothing inline has only its list to go by
+    assert stated_sources("Water came to every house.", [aqua.uuid, harbour.uuid], known) == (
+        [aqua.uuid, harbour.uuid], [])
 
 
 def test_an_added_sentence_must_be_made_of_its_facts_words():

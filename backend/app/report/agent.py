@@ -40,9 +40,9 @@ from app.report.search_log import search_movement
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.protocol import (
-    InvalidCall, cite_copied_facts, cut_loops, drop_uncited_section, looks_like_json_action, parse_action,
-    remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results, unwrap_write,
-    verify_citations,
+    InvalidCall, citations_before_the_stop, cite_copied_facts, cut_loops, drop_uncited_section, looks_like_json_action,
+    parse_action, remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results,
+    unwrap_write, verify_citations,
 )
 from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
@@ -471,6 +471,7 @@ class ReportAgent:
         content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
         content, loop_words = cut_loops(content)
         content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
+        content = citations_before_the_stop(content)
         content = cite_copied_facts(content, self.known)  # after the labels: a labelled fact is cited already
         listed, unknown_listed = resolve_sources(sources, self.by_label)
         listed, unstated = stated_sources(content, listed, self.known)

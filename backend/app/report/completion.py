@@ -10,10 +10,8 @@ InsightForge and interview counts alike, and the reranker's order inside each is
 
 from __future__ import annotations
 
-import re
-
 from app.report.grounding import grounded, words
-from app.report.protocol import sentences_of
+from app.report.protocol import citations_before_the_stop, sentences_of
 from app.report.views import UUID_PATTERN, FactView
 
 COMPLETION_FACTS = 10  # facts offered at once: the 1.5B still writes a sentence for each that helps
@@ -41,16 +39,12 @@ def facts_to_offer(results: list[list[str]], cited: set[str], limit: int = COMPL
     return [uuid for uuid in ranked_evidence(results) if uuid not in cited][:limit]
 
 
-# "It closed. [id]" puts the citation after the sentence's end: it belongs to the sentence before.
-_CITATION_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\[\]]+\][ ,;]*)+)")
-
-
 def new_sentences(addition: str, section: str, offered: dict[str, str]) -> str:
     """The sentences of `addition` that cite an offered fact (uuid -> its text), say what it says, and
     are not already in `section` (a small model asked for new sentences may answer with old ones)."""
     have = {words(sentence) for sentence in sentences_of(section)}
     kept = []
-    for sentence in sentences_of(_CITATION_AFTER_END.sub(lambda m: f" {m.group(2).strip()}{m.group(1)} ", addition)):
+    for sentence in sentences_of(citations_before_the_stop(addition)):
         cited = [offered[uuid.lower()] for uuid in UUID_PATTERN.findall(sentence) if uuid.lower() in offered]
         if cited and words(sentence) not in have and grounded(sentence, cited):
             kept.append(sentence)

@@ -54,8 +54,14 @@ def states(text: str, fact: str) -> bool:
 
 def stated_sources(content: str, listed: list[str], known: dict[str, FactView]) -> tuple[list[str], list[str]]:
     """(the listed ids to check as citations, the known ones the text neither cites nor states).
-    Unknown ids stay in the first list so that the citation check reports them as removed."""
+
+    Only a text that cites inline is held to its list: the model showed where its citations go, and
+    the rest of the list is what it saw. A text with no inline citation has only the list to go by
+    (a paraphrase may share few words with its fact), so the list stands. Unknown ids stay in the
+    first list so that the citation check reports them as removed."""
     written = {uuid.lower() for uuid in UUID_PATTERN.findall(content)}
+    if not written:
+        return list(listed), []
     kept, unstated = [], []
     for uuid in listed:
         used = uuid not in known or uuid in written or states(content, known[uuid].fact)

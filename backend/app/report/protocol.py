@@ -187,7 +187,7 @@ def cite_copied_facts(content: str, known: dict[str, FactView]) -> str:
     for uuid, view in known.items():
         fact = view.fact.strip()
         if fact and fact in content and uuid not in content:
-            content = content.replace(fact, f"{fact} [{uuid}]", 1)
+            content = content.replace(fact, _cite(fact, [uuid]), 1)
     runs = {uuid: _word_runs(view.fact) for uuid, view in known.items()}
     lines = []
     for line in content.split("\n"):
@@ -195,11 +195,33 @@ def cite_copied_facts(content: str, known: dict[str, FactView]) -> str:
         for sentence in _SENTENCE_END.split(line):
             if sentence.strip() and not UUID_PATTERN.search(sentence):
                 copied = _word_runs(sentence)
-                sources = [uuid for uuid, fact_runs in runs.items() if copied & fact_runs]
-                sentence += "".join(f" [{uuid}]" for uuid in sources)
+                sentence = _cite(sentence, [uuid for uuid, fact_runs in runs.items() if copied & fact_runs])
             sentences.append(sentence)
         lines.append(" ".join(sentences))
     return "\n".join(lines)
+
+
+# "It closed. [id]" puts the citation after the sentence's end, where a split at the full stop would
+# give it to the next sentence; the 1.5B writes most of its citations so.
+_CITATION_AFTER_END = re.compile(r"([.!?])[ \t]*((?:\[[^\[\]\n]+\][ \t,;]*)+)")
+
+
+def citations_before_the_stop(content: str) -> str:
+    """"It closed. [id] Then ..." as "It closed [id]. Then ...": each citation inside its sentence."""
+    def move(match) -> str:
+        follows = match.end() < len(match.string) and match.string[match.end()] != "\n"
+        return f" {match.group(2).strip().rstrip(',;').strip()}{match.group(1)}" + (" " if follows else "")
+
+    return _CITATION_AFTER_END.sub(move, content)
+
+
+def _cite(sentence: str, uuids: list[str]) -> str:
+    """The sentence with the ids before its full stop."""
+    ids = "".join(f" [{uuid}]" for uuid in uuids)
+    body = sentence.rstrip()
+    if body[-1:] in (".", "!", "?"):
+        return body[:-1] + ids + body[-1] + sentence[len(body):]
+    return body + ids + sentence[len(body):]
 
 
 def resolve_labels(content: str, by_label: dict[str, str]) -> tuple[str, list[str]]:
