@@ -53,7 +53,7 @@ def test_tool_use_and_the_table_row_from_records():
         "searches_moved_by_reranker": 1}
     records = [
         {"gold_recall": 0.5, "gold_covered": 4, "gold_points": 8, "gold_shown": 6, "completion_citations": 2,
-         "distractors_cited": 1, "removed_claims": 2,
+         "unstated_sources": 3, "distractors_cited": 1, "removed_claims": 2,
          "tool_calls": 5, "tool_calls_by_tool": {"search_graph": 3, "insight_forge": 2}, "repeated_queries": 1,
          "identical_repeats": 1, "agent_calls": 12, "judge_calls": 60, "wall_s": 100.0},
         {"gold_recall": 1.0, "gold_covered": 5, "gold_points": 5, "gold_shown": 5, "distractors_cited": 0,
@@ -64,7 +64,7 @@ def test_tool_use_and_the_table_row_from_records():
     row = aggregate(records)
     assert row == {
         "reports": 2, "gold_recall": 0.75, "gold_covered": 9, "gold_points": 13, "gold_shown": 11,
-        "completion_citations": 2, "distractors_cited": 1,
+        "completion_citations": 2, "unstated_sources": 3, "distractors_cited": 1,
         "removed_claims": 2, "removed_citations": 0, "tool_calls": 7,
         "tool_calls_by_tool": {"insight_forge": 2, "interview_entities": 1, "search_graph": 4},
         "repeated_queries": 1, "identical_repeats": 1, "agent_calls": 17, "judge_calls": 80, "judge_cache_hits": 0,
@@ -118,7 +118,8 @@ def test_settings_go_through_config_by_their_environment_names():
 # -- end to end --------------------------------------------------------------------------------
 
 def hospital_writer(messages, body):
-    """Plans one section, searches once, then cites every fact it was shown plus one invented id."""
+    """Plans one section, searches once, then cites every fact it was shown but the first (only listed under
+    "sources", never said) plus one invented id."""
     kind = purpose(messages)
     if kind == "outline":
         return as_json({"title": "St. Brigid's", "sections": [
@@ -129,8 +130,10 @@ def hospital_writer(messages, body):
                             "arguments": {"query": "St. Brigid's Hospital outbreak patients", "limit": 6}})
         # every fact the section was shown: the planned calls' results in the opening, then its own search's
         shown = re.findall(r"\[(F\d+)\]", "\n".join(m["content"] for m in messages if m["role"] == "user"))
-        content = " ".join(f"The graph says so [{label}]." for label in dict.fromkeys(shown))
-        return as_json({"action": "write", "content": f"{content} Something else happened [{INVENTED}]."})
+        listed, *said = dict.fromkeys(shown)
+        content = " ".join(f"The graph says so [{label}]." for label in said)
+        return as_json({"action": "write", "content": f"{content} Something else happened [{INVENTED}].",
+                        "sources": [listed]})
     return as_json({"sub_queries": []})
 
 
@@ -181,16 +184,21 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
             ("interview_entities", True), ("search_graph", True), ("search_graph", True), ("search_graph", False)]
         assert record["tool_calls_by_tool"] == {"interview_entities": 1, "search_graph": 3}
         assert record["repeated_queries"] == 0 and record["wall_s"] > 0 and record["status"] == "done"
-        # Outline, two interviews, the model's search turn and write turn.
-        assert record["agent_calls"] == 5
+        # The fact only listed is not cited; the completion request offers it (and gets no sentence back).
+        (write,) = [step for step in steps if step["kind"] == "write"]
+        (complete,) = [step for step in steps if step["kind"] == "complete"]
+        assert record["unstated_sources"] == 1 and write["unstated_sources"][0] not in markdown
+        assert complete["offered"] == ["F1"] and complete["cited"] == []
+        # Outline, two interviews, the model's search turn, write turn and completion.
+        assert record["agent_calls"] == 6
         row = results["settings"][label]
-        assert (row["reports"], row["gold_recall"], row["agent_calls"]) == (1, record["gold_recall"], 5)
+        assert (row["reports"], row["gold_recall"], row["agent_calls"]) == (1, record["gold_recall"], 6)
         assert tools[2]["search"]["reranked"] is (label != labels[0])
     judged = [results["per_report"][label][0]["judge_calls"] for label in labels]
     assert judged[0] == 0 and judged[1] > 0 and sum(judged) == len(judge_requests(scripted_llm))
     cached = [results["per_report"][label][0]["judge_cache_hits"] for label in labels]
     assert judged[2] + cached[2] >= judged[1]  # the fusion run's scores: judged anew or from the cache
-    assert len(chat_requests(scripted_llm)) == 3 * 5  # per setting, as counted above; nothing else
+    assert len(chat_requests(scripted_llm)) == 3 * 6  # per setting, as counted above; nothing else
     assert "| reranker off | 1 | " in done.output and (output / "results.md").is_file()
 
     # The same command again reuses every finished report: no model request at all.

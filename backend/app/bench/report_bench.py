@@ -264,12 +264,18 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     texts = [agent.known[uuid].fact for uuid in dict.fromkeys(cited) if uuid in agent.known]
     shown = score_citations([fact.fact for fact in agent.known.values()], requirement)  # what the writer saw
     llm = summary.get("llm") or agent.llm.stats()
+    unstated = [uuid for step in report.get("log", []) if step.get("kind") == "write"
+                for uuid in step.get("unstated_sources", [])]
     return {
         "qid": requirement.id, "report_id": report_id, "status": report.get("status"), "error": error,
         "title": report.get("title"), "outline": report.get("outline"),
         **score_citations(texts, requirement), **tool_calls_of(report.get("log", [])),
         "gold_shown": shown["gold_covered"],
         "completion_citations": sum(len(section.get("completed", [])) for section in report.get("sections", [])),
+        # listed under "sources" without being said: not counted as cited (grounding.stated_sources)
+        "unstated_sources": len(unstated),
+        "unstated_distractors": [agent.known[uuid].fact for uuid in dict.fromkeys(unstated)
+                                 if uuid in agent.known and agent.known[uuid].fact in requirement.distractors],
         "removed_claims": summary.get("removed_claims", 0), "removed_citations": summary.get("removed_citations", 0),
         "sections": summary.get("sections", 0),
         "sections_by_fallback": summary.get("sections", 0) - summary.get("sections_by_model", 0),

@@ -89,6 +89,7 @@ def aggregate(records: list[dict]) -> dict[str, Any]:
         "gold_points": int(total("gold_points")),
         "gold_shown": int(total("gold_shown")),
         "completion_citations": int(total("completion_citations")),
+        "unstated_sources": int(total("unstated_sources")),
         "distractors_cited": int(total("distractors_cited")),
         "removed_claims": int(total("removed_claims")),
         "removed_citations": int(total("removed_citations")),
