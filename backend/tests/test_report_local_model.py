@@ -55,7 +55,9 @@ def test_real_model_writes_a_short_report_citing_only_existing_facts(backend, lo
     report = store.read(report_id)
     assert report["status"] == "done" and summary["sections_by_model"] == 1
     kinds = [step["kind"] for step in report["log"]]
-    assert kinds[0] == "plan" and kinds[-2] == "write" and kinds[-1] == "final"
+    # the write, then its completion when some fact it was shown is left uncited (the model decides which)
+    ends = kinds[-3:-1] if kinds[-2] == "complete" else kinds[-2:-1]
+    assert kinds[0] == "plan" and ends[0] == "write" and kinds[-1] == "final"
     assert summary["tool_calls"] + summary["invalid_calls"] <= 2 and progress["phase"] == "done"
     assert report["markdown"].startswith("# ") and len(report["sections"][0]["markdown"]) > 40
 
