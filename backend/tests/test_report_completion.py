@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 from app.report.completion import COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence, within_a_page
 from app.report.agent import start_report
@@ -35,6 +36,20 @@ def test_only_facts_the_report_does_not_cite_yet_are_offered_best_first():
     assert facts_to_offer(results, cited={A, E}) == [D, B, C]
     assert facts_to_offer(results, cited={A, E}, limit=2) == [D, B]
     assert facts_to_offer(results, cited={A, B, C, D, E}) == []
+
+
+def test_a_judge_of_the_sections_question_orders_the_offer():
+    judged = []
+
+    def reversed_by_the_judge(uuids):
+        judged.append(uuids)
+        return uuids[::-1]
+
+    results = [[A, B, C], [D, E]]
+    assert facts_to_offer(results, cited={A}, best_first=reversed_by_the_judge, limit=3) == [C, E, B]
+    assert judged == [[D, B, E, C]]  # every uncited fact is judged, not only the first `limit`
+    assert facts_to_offer(results, cited={A, B, C, D, E}, best_first=reversed_by_the_judge) == []
+    assert len(judged) == 1  # nothing left to judge: no call
 
 
 FACTS = {C: "Inspector Brandt found that the wellhead seal of Well 4 was cracked.",
@@ -138,3 +153,36 @@ def test_a_failed_completion_leaves_the_section_as_written(agent_backend, script
     assert len(section["cited"]) == 1 and section["completed"] == []
     (complete,) = [step for step in report["log"] if step["kind"] == "complete"]
     assert complete["cited"] == [] and complete["chars"] == 0 and "500" in complete["error"]
+
+
+def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_backend, scripted_llm):
+    question = "How often does the ferry sail?"
+    # The judge likes short facts for the section's own question (its part of the requirement), and
+    # says nothing useful for any other query.
+    asked = defaultdict(dict)
+
+    def judge_score(query, passage):
+        asked[query][passage] = 1.0 / len(passage) if query.startswith("How often does the ferry sail") else 0.5
+        return asked[query][passage]
+
+    config, gid = agent_backend(judge_or_chat(judge_score, writer_then_completer), REPORT_AGENT_MAX_TOOL_CALLS=4,
+                                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs")
+    report_id, task = start_report(config, gid, question, max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    steps = report["log"]
+    labels = {label: uuid for step in steps for label, uuid in (step.get("new_labels") or {}).items()}
+    text = {fact["uuid"]: fact["fact"] for step in steps if step["kind"] == "tool" for fact in step["search"]["facts"]}
+    shown = [offerable_labels(step, labels) for step in steps if step["kind"] == "tool"]
+    (section,) = report["sections"]
+    uncited = [label for label in ranked_evidence(shown) if labels[label] not in section["cited"][:1]]
+    (part,) = next(step for step in steps if step["kind"] == "plan")["parts"]
+    score = asked[part]
+    assert {text[labels[label]] for label in uncited} <= set(score)  # every one was judged for the part
+    by_the_judge = sorted(uncited, key=lambda label: -score[text[labels[label]]])
+    (complete,) = [step for step in steps if step["kind"] == "complete"]
+    assert len(uncited) >= 3
+    assert complete["offered"] == by_the_judge[:COMPLETION_FACTS] != uncited[:COMPLETION_FACTS]
+    (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]
+    assert offered_labels(asked.messages) == complete["offered"]

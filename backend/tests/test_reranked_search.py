@@ -148,3 +148,22 @@ def test_health_shows_the_reranker_counters(backend, scripted_llm, water_graph):
     assert stats["model"] == "judge-model" and stats["score_mode_in_use"] == "logprobs"
     assert stats["calls"] == 2 and stats["model_requests"] == 4 and stats["cache_hits"] == 4
     assert stats["fallbacks"] == 0 and stats["breaker"]["state"] == "closed"
+
+
+def test_judged_order_ranks_passages_for_a_question_or_says_it_cannot(backend, scripted_llm):
+    passages = ["The ferry sails hourly.", "The mill closed in 1920.", "Ferry tickets cost 4 euros."]
+    backend()  # reranker off: no order, the caller keeps its own
+    assert GraphitiAdapter().graph.judged_order("ferry", passages) is None
+    scripted_llm.responder = judge(lambda query, passage: passage.lower().count("ferr") / (1 + len(passage) / 100))
+    _reranking_backend(backend, scripted_llm)
+    assert GraphitiAdapter().graph.judged_order("ferry", passages) == [0, 2, 1]
+    assert GraphitiAdapter().graph.judged_order("ferry", []) is None
+
+
+def test_judged_order_with_a_dead_judge_is_none(backend, caplog):
+    from tests.support.scripted_llm import unused_base_url
+
+    backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=unused_base_url(), RERANKER_TIMEOUT_S=2)
+    with caplog.at_level(logging.WARNING):
+        assert GraphitiAdapter().graph.judged_order("ferry", ["The ferry sails hourly.", "The mill closed."]) is None
+    assert any(record.levelno == logging.WARNING for record in caplog.records)

@@ -156,6 +156,23 @@ async def judge_candidates(reranker: CrossEncoderClient, query: str, passages: l
     return Judgement(len(passages), evidence, dict.fromkeys(evidence, 0.0), by_score=False)
 
 
+async def judged_order(runtime, query: str, passages: list[str]) -> list[int] | None:
+    """Positions of `passages` best first, as the configured reranker judges them against `query`;
+    passages it did not judge follow in their own order. None when reranking is off or the call
+    judged nothing: the caller keeps the order it has. Never raises."""
+    if not runtime.reranking_enabled or not passages:
+        return None
+    try:
+        judgement = await judge_candidates(runtime.reranker, query, passages)
+    except Exception as error:  # the reranker should never raise; the caller's order still stands
+        logger.warning("Reranker raised %s; keeping the caller's order", type(error).__name__)
+        return None
+    if not judgement.reranked:
+        return None
+    judged = sorted(judgement.evidence, key=lambda position: (-judgement.evidence[position], position))
+    return judged + [position for position in range(len(passages)) if position not in judgement.evidence]
+
+
 def _first_stage_config(scope: str, n_candidates: int):
     """Copies of Graphiti's hybrid RRF recipes: the shared recipe objects are never mutated."""
     config = EDGE_HYBRID_SEARCH_RRF.model_copy(deep=True)

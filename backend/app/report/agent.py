@@ -13,8 +13,8 @@ search replaced by the recommended tool. Citations of facts no tool showed are r
 text, and a sentence left with no real citation is removed with them; a section that cites no fact
 at all is replaced by a note saying so (its sentences are counted as removed claims). A write whose
 JSON is broken (cut short, bare quotes, wrapped twice) is parsed for its text; it never lands verbatim.
-Once written, a section is offered, in one short request, the best-ranked facts of its own results
-that the report does not cite yet, and keeps the added sentences that say what one of them says
+Once written, a section is offered, in one short request, the best facts of its own results that
+the report does not cite yet (with a reranker, as it judges them against the section's question), and keeps the added sentences that say what one of them says
 (completion.py).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
@@ -495,10 +495,14 @@ class ReportAgent:
     def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:
         """Offer a written section the best-ranked facts of its results that the report does not cite
         yet (completion.py); the sentences that cite one of them are added to it."""
-        offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited))
-        if draft.written_by != "model" or not draft.cited or not offered:
+        if draft.written_by != "model" or not draft.cited:
             return
         started = time.perf_counter()
+        question = plan.part or draft.goal
+        offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=lambda uuids: [
+            fact.uuid for fact in self.tools.best_for(question, [self.known[uuid] for uuid in uuids])])
+        if not offered:
+            return
         goal = draft.goal + (f" (it answers: {plan.part})" if plan.part and plan.part != draft.goal else "")
         messages = prompts.completion_messages(goal, [self._with_labels(self.known[uuid].line()) for uuid in offered])
         answer = ""

@@ -4,11 +4,17 @@ A small writer cites nearly every fact while a section has seen about twenty and
 that (measured on the 1.5B: 24 of 25, then 14 of 38), so what its searches ranked first decides
 what the report says. After the section is written, the agent offers it the best-ranked facts of
 the section's own tool results that it did not cite, and keeps the new sentences that cite one.
-"Best-ranked" takes each result's first fact, then each one's second, and so on: every search,
-InsightForge and interview counts alike, and the reranker's order inside each is what picks.
+"Best-ranked": with a reranker, the section's own question judges all of them at once. Each result
+was ranked against its own query, and a follow-up search on a name (the "Water Polo Club" a
+planted fact brought up) puts its first facts as high as the section's main search does; with
+round-robin over results those took the offer's places and the section's own evidence further down
+its list (an apology, the new two-hour alerts) was never offered. Without a reranker the order is
+each result's first fact, then each one's second, and so on.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from app.report.grounding import grounded, words
 from app.report.protocol import citations_before_the_stop, sentences_of
@@ -34,9 +40,13 @@ def ranked_evidence(results: list[list[str]]) -> list[str]:
     return list(order)
 
 
-def facts_to_offer(results: list[list[str]], cited: set[str], limit: int = COMPLETION_FACTS) -> list[str]:
-    """The best-ranked facts of the section's results that the report does not cite yet."""
-    return [uuid for uuid in ranked_evidence(results) if uuid not in cited][:limit]
+def facts_to_offer(results: list[list[str]], cited: set[str],
+                   best_first: Callable[[list[str]], list[str]] | None = None,
+                   limit: int = COMPLETION_FACTS) -> list[str]:
+    """The best facts of the section's results that the report does not cite yet: in `best_first`'s
+    order of them when given (the section's question judging them), else in `ranked_evidence` order."""
+    uncited = [uuid for uuid in ranked_evidence(results) if uuid not in cited]
+    return (best_first(uncited) if best_first and uncited else uncited)[:limit]
 
 
 def new_sentences(addition: str, section: str, offered: dict[str, str]) -> str:
