@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from app.report.completion import COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence, within_a_page
+from app.report.completion import (
+    COMPLETION_FACTS, JUDGED_COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence, within_a_page,
+)
 from app.report.agent import start_report
 from app.report.store import ReportStore
 from app.report.views import FactView
@@ -34,7 +36,9 @@ def test_facts_a_search_ranked_beyond_its_first_page_are_not_offered():
 def test_only_facts_the_report_does_not_cite_yet_are_offered_best_first():
     results = [[A, B, C], [D, E]]
     assert facts_to_offer(results, cited={A, E}) == [D, B, C]
-    assert facts_to_offer(results, cited={A, E}, limit=2) == [D, B]
+    assert facts_to_offer(results, cited={A, E}, best_first=lambda uuids: None) == [D, B, C]  # could not judge
+    many = [[f"{n:08d}-0000-4000-8000-000000000000" for n in range(20)]]
+    assert facts_to_offer(many, cited=set()) == many[0][:COMPLETION_FACTS]
     assert facts_to_offer(results, cited={A, B, C, D, E}) == []
 
 
@@ -46,10 +50,15 @@ def test_a_judge_of_the_sections_question_orders_the_offer():
         return uuids[::-1]
 
     results = [[A, B, C], [D, E]]
-    assert facts_to_offer(results, cited={A}, best_first=reversed_by_the_judge, limit=3) == [C, E, B]
-    assert judged == [[D, B, E, C]]  # every uncited fact is judged, not only the first `limit`
+    assert facts_to_offer(results, cited={A}, best_first=reversed_by_the_judge) == [C, E, B, D]
+    assert judged == [[D, B, E, C]]
+    many = [[f"{n:08d}-0000-4000-8000-000000000000" for n in range(20)]]
+    # every uncited fact is judged; fewer are offered than without a judge: its first ones are the section's
+    offered = facts_to_offer(many, cited=set(), best_first=reversed_by_the_judge)
+    assert offered == many[0][::-1][:JUDGED_COMPLETION_FACTS]
+    assert judged[-1] == many[0] and JUDGED_COMPLETION_FACTS < COMPLETION_FACTS
     assert facts_to_offer(results, cited={A, B, C, D, E}, best_first=reversed_by_the_judge) == []
-    assert len(judged) == 1  # nothing left to judge: no call
+    assert len(judged) == 2  # nothing left to judge: no call
 
 
 FACTS = {C: "Inspector Brandt found that the wellhead seal of Well 4 was cracked.",
@@ -183,6 +192,6 @@ def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_back
     by_the_judge = sorted(uncited, key=lambda label: -score[text[labels[label]]])
     (complete,) = [step for step in steps if step["kind"] == "complete"]
     assert len(uncited) >= 3
-    assert complete["offered"] == by_the_judge[:COMPLETION_FACTS] != uncited[:COMPLETION_FACTS]
+    assert complete["offered"] == by_the_judge[:JUDGED_COMPLETION_FACTS] != uncited[:JUDGED_COMPLETION_FACTS]
     (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]
     assert offered_labels(asked.messages) == complete["offered"]

@@ -14,8 +14,8 @@ text, and a sentence left with no real citation is removed with them; a section 
 at all is replaced by a note saying so (its sentences are counted as removed claims). A write whose
 JSON is broken (cut short, bare quotes, wrapped twice) is parsed for its text; it never lands verbatim.
 Once written, a section is offered, in one short request, the best facts of its own results that
-the report does not cite yet (with a reranker, as it judges them against the section's question), and keeps the added sentences that say what one of them says
-(completion.py).
+the report does not cite yet (with a reranker, as it judges them against the section's question),
+and keeps the added sentences that say what one of them says (completion.py).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
@@ -499,8 +499,12 @@ class ReportAgent:
             return
         started = time.perf_counter()
         question = plan.part or draft.goal
-        offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=lambda uuids: [
-            fact.uuid for fact in self.tools.best_for(question, [self.known[uuid] for uuid in uuids])])
+
+        def judged(uuids: list[str]) -> list[str] | None:
+            ranked = self.tools.best_for(question, [self.known[uuid] for uuid in uuids])
+            return None if ranked is None else [fact.uuid for fact in ranked]
+
+        offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=judged)
         if not offered:
             return
         goal = draft.goal + (f" (it answers: {plan.part})" if plan.part and plan.part != draft.goal else "")

@@ -109,12 +109,12 @@ class ReportTools:
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
                             reranked=outcome.reranked, error=outcome.error, **_budget(max_chars))
 
-    def best_for(self, question: str, facts: list[FactView]) -> list[FactView]:
-        """`facts` ordered by how the configured reranker judges them against `question`; their own
-        order when reranking is off or judged nothing. Lets a caller rank facts that several
-        searches found by one question of its own."""
+    def best_for(self, question: str, facts: list[FactView]) -> list[FactView] | None:
+        """`facts` ordered by how the configured reranker judges them against `question`; None when
+        reranking is off or judged nothing. Lets a caller rank facts that several searches found by
+        one question of its own."""
         order = self.graph.judged_order(question, [fact.fact for fact in facts])
-        return facts if order is None else [facts[position] for position in order]
+        return None if order is None else [facts[position] for position in order]
 
     # -- InsightForge -------------------------------------------------------------------------
 
