@@ -34,7 +34,7 @@ from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
-from app.rerank.fusion import Fused, fuse
+from app.rerank.fusion import Fused, fuse, judge_ranks
 from app.rerank.guarded import RANK_FELL_BACK
 from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
 from app.rerank.similarity import cosines
@@ -169,7 +169,8 @@ async def judged_order(runtime, query: str, passages: list[str]) -> list[int] | 
         return None
     if not judgement.reranked:
         return None
-    judged = sorted(judgement.evidence, key=lambda position: (-judgement.evidence[position], position))
+    ranks = judge_ranks(judgement.evidence)  # fusion's own rule: best evidence first, ties by position
+    judged = sorted(ranks, key=ranks.__getitem__)
     return judged + [position for position in range(len(passages)) if position not in judgement.evidence]
 
 
