@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.config import Config
-from app.report.backfill import backfilled, off_question
 from app.report import prompts as prompts
 from app.report.completion import facts_to_offer, new_sentences, within_a_page
 from app.report.grounding import stated_sources
@@ -367,7 +366,6 @@ class ReportAgent:
             self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
                       error=f"{type(error).__name__}: {error}")
             raise ToolFailed(type(error).__name__) from None
-        result, set_aside = self._without_off_question_backfill(draft, result, arguments.get("limit"))
         text = self._render_for_the_model(result)
         shown = text.text()
         shown_facts = [fact for fact in result.all_facts() if fact.uuid in shown]  # cut ones cannot be cited
@@ -384,31 +382,12 @@ class ReportAgent:
                   search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,
                   shown=[self.labels[fact.uuid] for fact in shown_facts],
                   **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
-                  **({"set_aside": set_aside} if set_aside else {}),
                   **({"planned": True} if planned else {}))
         had = result.already_shown if isinstance(result, SearchResult) else []
         held_back = [self.known[uuid] for uuid in had if uuid in self.known]
         remembered = shown + ("\nAlso found, shown before this search:\n" + "\n".join(
             fact.line() for fact in held_back) if held_back else "")
         return self._with_labels(shown), self._with_labels(remembered)
-
-    def _without_off_question_backfill(self, draft: SectionDraft, result: ToolResult,
-                                       page: int | None) -> tuple[ToolResult, list[dict]]:
-        """A search page that filled up from beyond its first `page` because the section had its best
-        facts already, less the backfill the section's question judges worst (backfill.py); with the
-        facts left out, as {uuid, fact, rank}."""
-        if not isinstance(result, SearchResult) or not result.already_shown or not page:
-            return result, []
-        backfill = backfilled(result.facts, page)
-        if not backfill:
-            return result, []
-        seen = [fact for uuid, fact in self.known.items() if uuid in draft.shown]
-        judged = self.tools.best_for(draft.part or draft.goal, seen + result.facts)
-        if judged is None:  # reranking off or the judge failed: the page as it came
-            return result, []
-        aside = set(off_question(backfill, judged))
-        return (replace(result, facts=[fact for fact in result.facts if fact.uuid not in aside]),
-                [{"uuid": fact.uuid, "fact": fact.fact, "rank": fact.rank} for fact in backfill if fact.uuid in aside])
 
     def _with_labels(self, text: str) -> str:
         return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), text)
