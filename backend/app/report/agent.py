@@ -280,7 +280,7 @@ class ReportAgent:
         feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),
                                    time.perf_counter(), self.budget - 1, planned=True))
         for call in range(2, calls + 1):  # each follow-up: a name the latest results brought up
-            follow_up = unexplored_names(self._names_to_follow(draft), self._asked(draft), limit=1)
+            follow_up = unexplored_names(self._last_names, self._asked(draft), limit=1)
             if not follow_up:
                 break
             query = name_in_context(follow_up[0], self._subject)[:1000]
@@ -317,19 +317,8 @@ class ReportAgent:
                 and draft.tools_used.count("search_graph") == PLAIN_SEARCHES_BEFORE_NUDGE):
             feedback += "\n" + prompts.nudge_feedback(draft.tool_hint, draft.part, self._subject)
         elif remaining > 0 and self._last_names:
-            feedback += prompts.unexplored_feedback(unexplored_names(self._names_to_follow(draft), self._asked(draft)))
+            feedback += prompts.unexplored_feedback(unexplored_names(self._last_names, self._asked(draft)))
         return feedback
-
-    def _names_to_follow(self, draft: SectionDraft) -> list[str]:
-        """Entity names to search next, best first. With a reranker: those of the section's facts that
-        its own question judges best, so a follow-up goes where the question points rather than where
-        the last search ended (a name search's tail leads off topic: crisis followed the treatment
-        plant to PFAS). Without one, or when the judgement fails: the last result's names."""
-        seen = [fact for uuid, fact in self.known.items() if uuid in draft.shown]
-        judged = self.tools.best_for(draft.part or draft.goal, seen) if seen else None
-        if judged is None:
-            return self._last_names
-        return [name for fact in judged for name in (fact.source, fact.target) if name]
 
     def _asked(self, draft: SectionDraft) -> list[str]:
         """Every query searched in this report so far, a tool's own sub-queries included, and the
