@@ -148,6 +148,7 @@ def test_a_written_section_gains_a_sentence_for_its_best_uncited_fact(agent_back
     assert "rumour" not in report["markdown"] and "People worried" not in report["markdown"]
     (complete,) = [step for step in steps if step["kind"] == "complete"]
     assert complete["offered"] == expected and complete["cited"] == [expected[0]] and complete["error"] is None
+    assert complete["judged"] is False  # no reranker: the offer kept the results' own order
 
 
 def test_a_failed_completion_leaves_the_section_as_written(agent_backend, scripted_llm):
@@ -193,5 +194,6 @@ def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_back
     (complete,) = [step for step in steps if step["kind"] == "complete"]
     assert len(uncited) >= 3
     assert complete["offered"] == by_the_judge[:JUDGED_COMPLETION_FACTS] != uncited[:JUDGED_COMPLETION_FACTS]
+    assert complete["judged"] is True
     (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]
     assert offered_labels(asked.messages) == complete["offered"]

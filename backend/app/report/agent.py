@@ -500,8 +500,12 @@ class ReportAgent:
         started = time.perf_counter()
         question = plan.part or draft.goal
 
+        was_judged = False  # logged: whether the section's question ordered this offer
+
         def judged(uuids: list[str]) -> list[str] | None:
+            nonlocal was_judged
             ranked = self.tools.best_for(question, [self.known[uuid] for uuid in uuids])
+            was_judged = ranked is not None
             return None if ranked is None else [fact.uuid for fact in ranked]
 
         offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=judged)
@@ -524,7 +528,8 @@ class ReportAgent:
             draft.content += "\n\n" + added
             draft.cited += cited
             draft.completed = cited
-        self._log("complete", duration_ms=_ms(started), offered=[self.labels[uuid] for uuid in offered],
+        self._log("complete", duration_ms=_ms(started), judged=was_judged,
+                  offered=[self.labels[uuid] for uuid in offered],
                   cited=[self.labels[uuid] for uuid in cited], chars=len(added), error=problem or None,
                   answer=answer[:500])
 
