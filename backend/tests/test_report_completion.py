@@ -16,6 +16,7 @@ from tests.support.scripted_llm import server_error
 from tests.test_report_agent import agent_backend, wait_for, writes_at_once  # noqa: F401 (fixture)
 
 A, B, C, D, E = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 6))
+MANY = [[f"{n:08d}-0000-4000-8000-000000000000" for n in range(20)]]  # one result, more than an offer holds
 
 
 def test_evidence_takes_each_results_first_fact_before_any_second():
@@ -37,8 +38,7 @@ def test_only_facts_the_report_does_not_cite_yet_are_offered_best_first():
     results = [[A, B, C], [D, E]]
     assert facts_to_offer(results, cited={A, E}) == [D, B, C]
     assert facts_to_offer(results, cited={A, E}, best_first=lambda uuids: None) == [D, B, C]  # could not judge
-    many = [[f"{n:08d}-0000-4000-8000-000000000000" for n in range(20)]]
-    assert facts_to_offer(many, cited=set()) == many[0][:COMPLETION_FACTS]
+    assert facts_to_offer(MANY, cited=set()) == MANY[0][:COMPLETION_FACTS]
     assert facts_to_offer(results, cited={A, B, C, D, E}) == []
 
 
@@ -52,11 +52,10 @@ def test_a_judge_of_the_sections_question_orders_the_offer():
     results = [[A, B, C], [D, E]]
     assert facts_to_offer(results, cited={A}, best_first=reversed_by_the_judge) == [C, E, B, D]
     assert judged == [[D, B, E, C]]
-    many = [[f"{n:08d}-0000-4000-8000-000000000000" for n in range(20)]]
     # every uncited fact is judged; fewer are offered than without a judge: its first ones are the section's
-    offered = facts_to_offer(many, cited=set(), best_first=reversed_by_the_judge)
-    assert offered == many[0][::-1][:JUDGED_COMPLETION_FACTS]
-    assert judged[-1] == many[0] and JUDGED_COMPLETION_FACTS < COMPLETION_FACTS
+    offered = facts_to_offer(MANY, cited=set(), best_first=reversed_by_the_judge)
+    assert offered == MANY[0][::-1][:JUDGED_COMPLETION_FACTS]
+    assert judged[-1] == MANY[0] and JUDGED_COMPLETION_FACTS < COMPLETION_FACTS
     assert facts_to_offer(results, cited={A, B, C, D, E}, best_first=reversed_by_the_judge) == []
     assert len(judged) == 2  # nothing left to judge: no call
 
