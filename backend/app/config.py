@@ -176,6 +176,10 @@ class Config:
 
     # Report agent
     report_agent_max_tool_calls: int = 6
+    # With a reranker, a section's citations and completion's offers are judged against the section's
+    # question, and a fact it scores under this floor is not cited (0 turns it off). 0.02: the judge
+    # is all but sure the fact does not help (P(yes) in logprobs mode; a grade or score of 0 otherwise).
+    report_citation_floor: float = 0.02
 
     # Background tasks (GET /api/tasks/<id>): a finished task is forgotten after TASK_TTL_S, and
     # at most TASK_MAX_KEPT finished tasks are kept (the oldest go first); running ones always stay.
@@ -266,6 +270,7 @@ class Config:
             report_agent_max_tool_calls=_int(
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),
+            report_citation_floor=_float("REPORT_CITATION_FLOOR", cls.report_citation_floor, 0, 1),
             task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 0),
             task_max_kept=_int("TASK_MAX_KEPT", cls.task_max_kept, 1),
         )

@@ -152,8 +152,11 @@ def expected_from_markdown(markdown: str, item: dict) -> tuple[int, int]:
 
 def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_path):
     scripted_llm.responder = judge_or_chat(chat_fn=hospital_writer)  # the judge scores by keyword overlap
+    # That judge scores 0 for a fact sharing no word with the question, so the citation floor (its own tests:
+    # test_citation_floor.py) would take out more than the invented sentence this test counts.
     app, _ = backend(LLM_BASE_URL=scripted_llm.base_url, LLM_MODEL_NAME="writer", LLM_TIMEOUT_S=10,
-                     RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs")
+                     RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs",
+                     REPORT_CITATION_FLOOR=0)
     output = tmp_path / "bench"
     command = ["bench", "report", "--only", "hospital", "--rerankers", "off,on", "--fusion", "rrf:0.5",
                "--set", "RERANKER_CANDIDATES=2", "--llm-model", "writer-2", "--output", str(output)]
@@ -166,6 +169,7 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
     labels = ["reranker off", "reranker on (pointwise:logprobs)", "reranker on (pointwise:logprobs) + fusion rrf 0.5"]
     assert list(results["settings"]) == labels
     assert results["agent_model"] == "writer-2"  # the model the reports were written with, not the default
+    assert results["citation_floor"] == 0
     assert results["settings"][labels[2]]["overrides"]["RERANKER_FUSION"] == "rrf"
     item = next(i for i in json.loads(default_file("sample").read_text())["requirements"] if i["id"] == "hospital")
 
@@ -177,6 +181,7 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
         assert (record["gold_covered"], record["distractors_cited"]) == (covered, distractors)
         assert record["gold_recall"] == round(covered / len(item["gold"]), 4) and covered > 0
         assert record["removed_claims"] == 1 and INVENTED not in markdown  # the invented sentence is gone
+        assert (record["off_question"], record["off_question_distractors"]) == (0, [])  # a floor of 0 keeps all
         steps = [json.loads(line) for line in (report / "steps.jsonl").read_text().splitlines()]
         tools = [step for step in steps if step["kind"] == "tool"]
         # The agent's three planned calls (the stance question's interview, two follow-up searches), the model's

@@ -171,7 +171,7 @@ def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_back
     asked = defaultdict(dict)
 
     def judge_score(query, passage):
-        asked[query][passage] = 1.0 / len(passage) if query.startswith("How often does the ferry sail") else 0.5
+        asked[query][passage] = 10.0 / len(passage) if query.startswith("How often does the ferry sail") else 0.5
         return asked[query][passage]
 
     config, gid = agent_backend(judge_or_chat(judge_score, writer_then_completer), REPORT_AGENT_MAX_TOOL_CALLS=4,

@@ -55,9 +55,11 @@ def test_real_model_writes_a_short_report_citing_only_existing_facts(backend, lo
     report = store.read(report_id)
     assert report["status"] == "done" and summary["sections_by_model"] == 1
     kinds = [step["kind"] for step in report["log"]]
-    # the write, then its completion when some fact it was shown is left uncited (the model decides which)
-    ends = kinds[-3:-1] if kinds[-2] == "complete" else kinds[-2:-1]
-    assert kinds[0] == "plan" and ends[0] == "write" and kinds[-1] == "final"
+    # the write, then the citations the judge scores under the floor taken out and the completion when some
+    # fact it was shown is left uncited (the model and the judge decide which)
+    last_write = len(kinds) - 1 - kinds[::-1].index("write")
+    assert kinds[0] == "plan" and kinds[-1] == "final"
+    assert kinds[last_write + 1:-1] in ([], ["off_question"], ["complete"], ["off_question", "complete"])
     assert summary["tool_calls"] + summary["invalid_calls"] <= 2 and progress["phase"] == "done"
     assert report["markdown"].startswith("# ") and len(report["sections"][0]["markdown"]) > 40
 

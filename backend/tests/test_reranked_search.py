@@ -150,20 +150,23 @@ def test_health_shows_the_reranker_counters(backend, scripted_llm, water_graph):
     assert stats["fallbacks"] == 0 and stats["breaker"]["state"] == "closed"
 
 
-def test_judged_order_ranks_passages_for_a_question_or_says_it_cannot(backend, scripted_llm):
+def test_judge_passages_ranks_and_scores_passages_for_a_question_or_says_it_cannot(backend, scripted_llm):
     passages = ["The ferry sails hourly.", "The mill closed in 1920.", "Ferry tickets cost 4 euros."]
     backend()  # reranker off: no order, the caller keeps its own
-    assert GraphitiAdapter().graph.judged_order("ferry", passages) is None
-    scripted_llm.responder = judge(lambda query, passage: passage.lower().count("ferr") / (1 + len(passage) / 100))
+    assert GraphitiAdapter().graph.judge_passages("ferry", passages) is None
+    score = {passage: passage.lower().count("ferr") / (1 + len(passage) / 100) for passage in passages}
+    scripted_llm.responder = judge(lambda query, passage: score[passage])
     _reranking_backend(backend, scripted_llm)
-    assert GraphitiAdapter().graph.judged_order("ferry", passages) == [0, 2, 1]
-    assert GraphitiAdapter().graph.judged_order("ferry", []) is None
+    judged = GraphitiAdapter().graph.judge_passages("ferry", passages)
+    assert judged.order == [0, 2, 1]
+    assert judged.scores == pytest.approx({position: score[passage] for position, passage in enumerate(passages)}, abs=1e-5)
+    assert GraphitiAdapter().graph.judge_passages("ferry", []) is None
 
 
-def test_judged_order_with_a_dead_judge_is_none(backend, caplog):
+def test_judge_passages_with_a_dead_judge_is_none(backend, caplog):
     from tests.support.scripted_llm import unused_base_url
 
     backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=unused_base_url(), RERANKER_TIMEOUT_S=2)
     with caplog.at_level(logging.WARNING):
-        assert GraphitiAdapter().graph.judged_order("ferry", ["The ferry sails hourly.", "The mill closed."]) is None
+        assert GraphitiAdapter().graph.judge_passages("ferry", ["The ferry sails hourly.", "The mill closed."]) is None
     assert any(record.levelno == logging.WARNING for record in caplog.records)

@@ -161,7 +161,7 @@ def store_key(args: ReportBenchArgs, config: Config) -> str:
                   config.reranker_score_mode, config.reranker_candidates, config.reranker_fusion,
                   config.reranker_fusion_weight),
         agent=(config.report_agent_max_tool_calls, args.search_limit, args.section_max_tokens, args.tool_text_chars,
-               args.planned_calls),
+               args.planned_calls, config.report_citation_floor),
         prompts=hashlib.sha256((OUTLINE_PROMPT + SECTION_PROMPT_TAIL).encode()).hexdigest()[:8],
     )
 
@@ -266,6 +266,8 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     llm = summary.get("llm") or agent.llm.stats()
     unstated = [uuid for step in report.get("log", []) if step.get("kind") == "write"
                 for uuid in step.get("unstated_sources", [])]
+    off_question = score_citations([agent.known[uuid].fact for section in report.get("sections", [])
+                                    for uuid in section.get("off_question", []) if uuid in agent.known], requirement)
     return {
         "qid": requirement.id, "report_id": report_id, "status": report.get("status"), "error": error,
         "title": report.get("title"), "outline": report.get("outline"),
@@ -277,6 +279,9 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
         "unstated_distractors": [agent.known[uuid].fact for uuid in dict.fromkeys(unstated)
                                  if uuid in agent.known and agent.known[uuid].fact in requirement.distractors],
         "removed_claims": summary.get("removed_claims", 0), "removed_citations": summary.get("removed_citations", 0),
+        # citations the section's question scored under REPORT_CITATION_FLOOR (agent._hold_to_question)
+        "off_question": off_question["cited_facts"], "off_question_gold_facts": off_question["cited_gold_facts"],
+        "off_question_distractors": off_question["cited_distractors"],
         "sections": summary.get("sections", 0),
         "sections_by_fallback": summary.get("sections", 0) - summary.get("sections_by_model", 0),
         "agent_calls": llm.get("requests", 0), "agent_errors": llm.get("errors", 0),
@@ -302,7 +307,7 @@ def build_results(args: ReportBenchArgs, requirements: list[BenchRequirement], s
         "judge_model": config.reranker_model, "judge_base_url": redact_url(config.reranker_base_url),
         "max_tool_calls_per_section": config.report_agent_max_tool_calls, "search_limit": args.search_limit,
         "tool_text_chars": args.tool_text_chars, "section_max_tokens": args.section_max_tokens,
-        "planned_calls": args.planned_calls,
+        "planned_calls": args.planned_calls, "citation_floor": config.report_citation_floor,
         "command": args.command, "settings": settings, "per_report": per_report, **args.extra,
     }
 
@@ -371,7 +376,8 @@ def per_report_table(results: dict) -> str:
 def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("graph", "requirements", "agent_model", "judge_model", "max_tool_calls_per_section", "search_limit",
-              "tool_text_chars", "section_max_tokens", "planned_calls", "date", "machine", "command") if results.get(key) not in (None, "")]
+              "tool_text_chars", "section_max_tokens", "planned_calls", "citation_floor", "date", "machine", "command")
+             if results.get(key) not in (None, "")]
     missed = [f"- {label} / {record['qid']}: missed " + "; ".join(record["missed_points"])
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")
               for label, records in results["per_report"].items() for record in records]

@@ -12,7 +12,7 @@ from app.graph import episodes, fact_import
 from app.graph.fact_parsing import FactInput, parse_fact
 from app.graph import store as graph_store
 from app.graph.loop import run_on_loop
-from app.graph.search import SearchOutcome, judged_order, search_graph
+from app.graph.search import JudgedPassages, SearchOutcome, judge_passages, search_graph
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +66,11 @@ class GraphOperations:
             logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)
             return SearchOutcome(error=f"search failed: {type(error).__name__}")
 
-    def judged_order(self, query: str, passages: list[str]) -> list[int] | None:
-        """`passages` positions best first by the configured reranker's judgement of `query`, or None
-        (reranking off, or nothing judged in time): see search.judged_order."""
+    def judge_passages(self, query: str, passages: list[str]) -> JudgedPassages | None:
+        """The configured reranker's order of `passages` for `query` and the scores it gave, or None
+        (reranking off, or nothing judged in time): see search.judge_passages."""
         try:
-            return run_on_loop(judged_order(self._runtime, query, passages),
+            return run_on_loop(judge_passages(self._runtime, query, passages),
                                timeout=self._runtime.config.search_timeout_s)
         except Exception as error:
             logger.warning("Judging %d passages failed: %s", len(passages), type(error).__name__)

@@ -156,10 +156,19 @@ async def judge_candidates(reranker: CrossEncoderClient, query: str, passages: l
     return Judgement(len(passages), evidence, dict.fromkeys(evidence, 0.0), by_score=False)
 
 
-async def judged_order(runtime, query: str, passages: list[str]) -> list[int] | None:
-    """Positions of `passages` best first, as the configured reranker judges them against `query`;
-    passages it did not judge follow in their own order. None when reranking is off or the call
-    judged nothing: the caller keeps the order it has. Never raises."""
+@dataclass(frozen=True)
+class JudgedPassages:
+    """The configured reranker's verdict on passages a caller gathered itself."""
+
+    order: list[int]  # positions best first; those it did not judge follow in their own order
+    # The relevance it gave each position it judged. Empty for a judge that only ranks: its values
+    # are ranks, and no floor can be read off them.
+    scores: dict[int, float]
+
+
+async def judge_passages(runtime, query: str, passages: list[str]) -> JudgedPassages | None:
+    """How the configured reranker judges `passages` against `query`. None when reranking is off or
+    the call judged nothing: the caller keeps the order it has. Never raises."""
     if not runtime.reranking_enabled or not passages:
         return None
     try:
@@ -171,7 +180,10 @@ async def judged_order(runtime, query: str, passages: list[str]) -> list[int] | 
         return None
     ranks = judge_ranks(judgement.evidence)  # fusion's own rule: best evidence first, ties by position
     judged = sorted(ranks, key=ranks.__getitem__)
-    return judged + [position for position in range(len(passages)) if position not in judgement.evidence]
+    order = judged + [position for position in range(len(passages)) if position not in judgement.evidence]
+    # Only what the model (or its cache) answered: a passage whose own request failed has a place, no score.
+    scores = {position: judgement.evidence[position] for position in judgement.judged_at_s if judgement.by_score}
+    return JudgedPassages(order, scores)
 
 
 def _first_stage_config(scope: str, n_candidates: int):

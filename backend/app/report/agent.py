@@ -29,7 +29,8 @@ from typing import Any
 
 from app.config import Config
 from app.report import prompts as prompts
-from app.report.completion import facts_to_offer, new_sentences, within_a_page
+from app.report.citation_floor import without_citations
+from app.report.completion import facts_to_offer, new_sentences, ranked_evidence, within_a_page
 from app.report.grounding import stated_sources
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
@@ -45,7 +46,7 @@ from app.report.protocol import (
     unwrap_write, verify_citations,
 )
 from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
-from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
+from app.report.tools import NEIGHBOURHOOD_ENTITIES, FactJudgement, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.tasks import PROCESS_OWNER, Task, tasks
 
@@ -100,6 +101,7 @@ class SectionDraft:
     shown: set[str] = field(default_factory=set)  # facts the section's conversation holds
     evidence: list[list[str]] = field(default_factory=list)  # per tool result, shown facts within a page, best first
     completed: list[str] = field(default_factory=list)  # facts cited by sentences added after writing
+    off_question: list[str] = field(default_factory=list)  # citations taken out: under the floor for its question
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
     removed_claims: list[str] = field(default_factory=list)
@@ -120,6 +122,7 @@ class ReportAgent:
         self.max_search_limit = max_search_limit
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
+        self.citation_floor = config.report_citation_floor
         self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
         self.labels: dict[str, str] = {}  # uuid -> "F1": the model reads and cites these short labels
         self.by_label: dict[str, str] = {}  # "F1" -> uuid
@@ -493,20 +496,25 @@ class ReportAgent:
         return draft
 
     def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:
-        """Offer a written section the best-ranked facts of its results that the report does not cite
-        yet (completion.py); the sentences that cite one of them are added to it."""
+        """Hold a written section's citations to its question (citation_floor.py), then offer it the
+        best-ranked facts of its results that the report does not cite yet (completion.py); the
+        sentences that cite one of them are added to it."""
         if draft.written_by != "model" or not draft.cited:
             return
         started = time.perf_counter()
         question = plan.part or draft.goal
-
-        was_judged = False  # logged: whether the section's question ordered this offer
+        judgement = self.tools.judge_facts(question, [self.known[uuid] for uuid in draft.cited + [
+            uuid for uuid in ranked_evidence(draft.evidence) if uuid not in draft.cited]])
+        if judgement is not None:
+            self._hold_to_question(draft, judgement)
+        if not draft.cited:
+            return
 
         def judged(uuids: list[str]) -> list[str] | None:
-            nonlocal was_judged
-            ranked = self.tools.best_for(question, [self.known[uuid] for uuid in uuids])
-            was_judged = ranked is not None
-            return None if ranked is None else [fact.uuid for fact in ranked]
+            wanted = set(uuids)
+            return None if judgement is None else [
+                fact.uuid for fact in judgement.best_first
+                if fact.uuid in wanted and not judgement.below(fact.uuid, self.citation_floor)]
 
         offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=judged)
         if not offered:
@@ -528,10 +536,25 @@ class ReportAgent:
             draft.content += "\n\n" + added
             draft.cited += cited
             draft.completed = cited
-        self._log("complete", duration_ms=_ms(started), judged=was_judged,
+        self._log("complete", duration_ms=_ms(started), judged=judgement is not None,
                   offered=[self.labels[uuid] for uuid in offered],
                   cited=[self.labels[uuid] for uuid in cited], chars=len(added), error=problem or None,
                   answer=answer[:500])
+
+    def _hold_to_question(self, draft: SectionDraft, judgement: FactJudgement) -> None:
+        """Take out the citations of facts the section's question scores under the floor, and the
+        sentences that cited only those; a section left citing nothing is replaced by a note."""
+        dropped = [uuid for uuid in draft.cited if judgement.below(uuid, self.citation_floor)]
+        if not dropped:
+            return
+        draft.content, removed = without_citations(draft.content, set(dropped))
+        draft.cited = [uuid for uuid in draft.cited if uuid not in dropped]
+        draft.off_question, draft.removed_claims = dropped, draft.removed_claims + removed
+        if not draft.cited and draft.content:
+            draft.content, uncited = drop_uncited_section(draft.content)
+            draft.removed_claims += uncited
+        self._log("off_question", dropped=[self.labels[uuid] for uuid in dropped], removed_claims=removed,
+                  scores=[round(judgement.scores[uuid], 4) for uuid in dropped])
 
     # -- assembling ---------------------------------------------------------------------------
 
@@ -552,7 +575,7 @@ class ReportAgent:
                             "tools_used": draft.tools_used, "tool_hint": draft.tool_hint, "nudged": draft.nudged,
                             "reminded_to_cite": draft.reminded_to_cite,
                             "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
-                            "cited": draft.cited, "completed": draft.completed,
+                            "cited": draft.cited, "completed": draft.completed, "off_question": draft.off_question,
                             "removed_citations": draft.removed_citations,
                             "removed_claims": draft.removed_claims})
         body = "\n".join(self._section_markdown(draft) for draft in sections)

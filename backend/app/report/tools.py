@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from app.config import Config
@@ -36,6 +37,19 @@ MAX_CHAIN_PATHS = 10
 INTERVIEW_SEARCH_LIMIT = 20
 MAX_FACTS_PER_ENTITY = 12
 NEIGHBOURHOOD_ENTITIES = 5  # InsightForge's question and the agent's searches judge the top entities' facts too
+
+
+@dataclass(frozen=True)
+class FactJudgement:
+    """Facts as the reranker judged them against one question."""
+
+    best_first: list[FactView]
+    scores: dict[str, float]  # fact uuid -> the judge's relevance; only facts it scored
+
+    def below(self, uuid: str, floor: float) -> bool:
+        """Whether the judge scored the fact under `floor` (a fact it did not score never is)."""
+        score = self.scores.get(uuid)
+        return score is not None and score < floor
 
 
 def _budget(max_chars: int | None) -> dict[str, int]:
@@ -109,12 +123,14 @@ class ReportTools:
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
                             reranked=outcome.reranked, error=outcome.error, **_budget(max_chars))
 
-    def best_for(self, question: str, facts: list[FactView]) -> list[FactView] | None:
-        """`facts` ordered by how the configured reranker judges them against `question`; None when
-        reranking is off or judged nothing. Lets a caller rank facts that several searches found by
-        one question of its own."""
-        order = self.graph.judged_order(question, [fact.fact for fact in facts])
-        return None if order is None else [facts[position] for position in order]
+    def judge_facts(self, question: str, facts: list[FactView]) -> FactJudgement | None:
+        """How the configured reranker judges `facts` against `question`; None when reranking is off
+        or judged nothing. Lets a caller rank facts that several searches found by one question of its own."""
+        judged = self.graph.judge_passages(question, [fact.fact for fact in facts])
+        if judged is None:
+            return None
+        return FactJudgement([facts[position] for position in judged.order],
+                             {facts[position].uuid: score for position, score in judged.scores.items()})
 
     # -- InsightForge -------------------------------------------------------------------------
 

@@ -1,0 +1,77 @@
+"""A written section's citations held to its own question: what the judge scores under the floor goes."""
+
+from __future__ import annotations
+
+from app.report.agent import start_report
+from app.report.citation_floor import without_citations
+from app.report.store import ReportStore
+from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, purpose
+from tests.test_report_agent import agent_backend, fact_shown, seen_fact_ids, wait_for, writes_at_once  # noqa: F401
+
+A, B, C = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 4))
+OFF_TOPIC = "Bakery"  # the judge's floor case: any fact about the bakery, for any question
+QUESTION = "How often does the ferry sail?"
+
+
+def test_a_sentence_citing_only_dropped_facts_goes_and_other_citations_stay():
+    text = (f"The flood hit Well 4 [{A}] [{B}]. Feld won a prize [{B}]. Both [{A}, {B}] and [{B}, {C}] hold.\n\n"
+            f"Nothing cited here. Last one [{C.upper()}].")
+    content, removed = without_citations(text, {B})
+    assert removed == [f"Feld won a prize [{B}]."]
+    assert content == (f"The flood hit Well 4 [{A}]. Both [{A}] and [{C}] hold.\n\n"
+                       f"Nothing cited here. Last one [{C.upper()}].")
+    assert without_citations(text, set()) == (text, [])
+
+
+def cites_the_bakery(messages, body):
+    """Writes one sentence per fact for the first three facts it was shown and every bakery fact."""
+    if purpose(messages) == "section":
+        seen = seen_fact_ids(messages)
+        labels = dict.fromkeys(seen[:3] + [label for label in seen if OFF_TOPIC in fact_shown(messages, label)])
+        return as_json({"action": "write", "content": " ".join(
+            f"{fact_shown(messages, label)} [{label}]." for label in labels)})
+    return writes_at_once(messages, body)
+
+
+def judge_score(query: str, passage: str) -> float:
+    return 0.005 if OFF_TOPIC in passage else 0.5
+
+
+def report_with_floor(agent_backend, scripted_llm, **env):
+    config, gid = agent_backend(judge_or_chat(judge_score, cites_the_bakery), REPORT_AGENT_MAX_TOOL_CALLS=4,
+                                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", **env)
+    report_id, task = start_report(config, gid, QUESTION, max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    text = {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
+            for fact in step["search"]["facts"]}
+    (write,) = [step for step in report["log"] if step["kind"] == "write"]
+    off_topic = [uuid for uuid in write["cited"] if OFF_TOPIC in text[uuid]]
+    assert off_topic and len(write["cited"]) > len(off_topic)  # the writer did cite both kinds
+    return report, off_topic, text
+
+
+def test_citations_the_sections_question_scores_under_the_floor_are_taken_out(agent_backend, scripted_llm):
+    report, off_topic, text = report_with_floor(agent_backend, scripted_llm)
+    (section,) = report["sections"]
+    assert section["off_question"] == off_topic
+    assert not set(off_topic) & set(section["cited"]) and section["cited"]
+    assert OFF_TOPIC not in report["markdown"]  # neither the sentences nor the sources list
+    assert [text[uuid] for uuid in off_topic] == [claim.rsplit(" [", 1)[0] for claim in section["removed_claims"]]
+    labels = {label: uuid for step in report["log"] for label, uuid in (step.get("new_labels") or {}).items()}
+    (held,) = [step for step in report["log"] if step["kind"] == "off_question"]
+    assert [labels[label] for label in held["dropped"]] == off_topic and set(held["scores"]) == {0.005}
+    (complete,) = [step for step in report["log"] if step["kind"] == "complete"]
+    assert complete["judged"] is True and complete["offered"]
+    assert not any(OFF_TOPIC in text[labels[label]] for label in complete["offered"])  # never offered either
+    (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]
+    assert OFF_TOPIC not in asked.messages[-1]["content"]
+
+
+def test_a_floor_of_zero_keeps_every_citation(agent_backend, scripted_llm):
+    report, off_topic, _ = report_with_floor(agent_backend, scripted_llm, REPORT_CITATION_FLOOR=0)
+    (section,) = report["sections"]
+    assert set(off_topic) <= set(section["cited"]) and section["off_question"] == []
+    assert OFF_TOPIC in report["markdown"]
+    assert not [step for step in report["log"] if step["kind"] == "off_question"]
