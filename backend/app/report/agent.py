@@ -13,9 +13,11 @@ search replaced by the recommended tool. Citations of facts no tool showed are r
 text, and a sentence left with no real citation is removed with them; a section that cites no fact
 at all is replaced by a note saying so (its sentences are counted as removed claims). A write whose
 JSON is broken (cut short, bare quotes, wrapped twice) is parsed for its text; it never lands verbatim.
-Once written, a section is offered, in one short request, the best facts of its own results that
-the report does not cite yet (with a reranker, as it judges them against the section's question),
-and keeps the added sentences that say what one of them says (completion.py).
+With a reranker, the section's question then judges what the section cites, and a fact it scores
+under REPORT_CITATION_FLOOR loses its citation (citation_floor.py). Once written, a section is
+offered, in one short request, the best facts of its own results that the report does not cite yet
+(with a reranker, as it judges them against the section's question, none under the floor), and keeps
+the added sentences that say what one of them says (completion.py).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
