@@ -489,9 +489,7 @@ class ReportAgent:
         checked = self._checked(content, sources)
         draft.content, draft.cited = checked.content, checked.cited
         draft.removed_citations, draft.removed_claims = checked.removed_citations, checked.removed_claims
-        if not draft.cited and draft.content:  # nothing the tools showed supports any of it
-            draft.content, uncited = drop_uncited_section(draft.content)
-            draft.removed_claims += uncited
+        _note_if_uncited(draft)
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
                   unstated_sources=checked.unstated_sources, loop_words_cut=checked.loop_words)
@@ -552,9 +550,7 @@ class ReportAgent:
         draft.content, removed = without_citations(draft.content, set(dropped))
         draft.cited = [uuid for uuid in draft.cited if uuid not in dropped]
         draft.off_question, draft.removed_claims = dropped, draft.removed_claims + removed
-        if not draft.cited and draft.content:
-            draft.content, uncited = drop_uncited_section(draft.content)
-            draft.removed_claims += uncited
+        _note_if_uncited(draft)
         self._log("off_question", dropped=[self.labels[uuid] for uuid in dropped], removed_claims=removed,
                   scores=[round(judgement.scores[uuid], 4) for uuid in dropped])
 
@@ -603,6 +599,13 @@ class ReportAgent:
                                summary=summary)
         self.progress.update(phase=status)
         return summary
+
+
+def _note_if_uncited(draft: SectionDraft) -> None:
+    """A section left citing nothing (nothing the tools showed supports any of it) becomes a note."""
+    if not draft.cited and draft.content:
+        draft.content, uncited = drop_uncited_section(draft.content)
+        draft.removed_claims += uncited
 
 
 def _ms(started: float) -> float:
