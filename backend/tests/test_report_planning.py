@@ -30,10 +30,30 @@ def test_requirement_parts(requirement, parts):
     assert requirement_parts(requirement) == parts
 
 
-def test_subject_and_tool_hints():
+def test_subject_of_a_question():
     assert subject_phrase("What caused the drinking-water crisis in Port Alder") == \
         "the drinking-water crisis in Port Alder"
     assert subject_phrase("When was the boil-water advisory issued") == "the boil-water advisory issued"
+
+
+@pytest.mark.parametrize("part, subject", [
+    # With "did"/"does" the verb comes after the subject; left in, it garbles every query made from it.
+    ("What part did the Lindgren Dairy Farm play in the outbreak", "the Lindgren Dairy Farm in the outbreak"),
+    ("Where does the PFAS in Port Alder's drinking water come from", "the PFAS in Port Alder's drinking water"),
+    ("How did St. Brigid's Hospital respond to the outbreak of illness", "St. Brigid's Hospital the outbreak of illness"),
+    ("How did the water crisis affect Port Alder's local businesses", "the water crisis Port Alder's local businesses"),
+    ("How did Port Alder's residents organise after the outbreak", "Port Alder's residents after the outbreak"),
+    ("Where did the contamination in the wells come from", "the contamination in the wells"),  # a noun before "in"
+    ("How did the outbreak of illness spread", "the outbreak of illness"),  # "of" does not end the subject
+    # A pronoun subject says nothing; what "it" stands for follows "that", or nothing does.
+    ("How did it come out that Port Alder's residents were warned late", "Port Alder's residents were warned late"),
+    ("what did it agree to do", ""),
+])
+def test_subject_of_a_question_with_did_leaves_its_verb_out(part, subject):
+    assert subject_phrase(part) == subject
+
+
+def test_tool_hints():
     assert tool_hint("What caused the drinking-water crisis") == "insight_forge"
     assert tool_hint("Why was the warning late") == "insight_forge"
     assert tool_hint("When was the advisory issued and lifted, by whom") == "insight_forge"  # several things

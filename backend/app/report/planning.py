@@ -28,6 +28,10 @@ what who whom whose when where why how which whether if so not no yes all any so
 one two also just only very more most much many such own same other another up down out off again once
 """.split())
 WH_WORDS = frozenset("who whom whose what when where why how which".split())
+DO_SUPPORT = frozenset(("do", "does", "did"))  # "What part did X play": X is the subject, "play" its verb
+PRONOUNS = frozenset("it they he she we you this".split())
+# Prepositions that STOPWORDS leaves out; after one of them a question's subject has ended.
+PREPOSITIONS = frozenset("after before during since until against through between within without among".split())
 # Words that say nothing about the subject: a section made only of these is not tied to a requirement.
 GENERIC_WORDS = frozenset("""
 identify identifying key entities entity involved analyze analyse analyzing analysis historical history facts fact
@@ -110,16 +114,47 @@ def requirement_parts(requirement: str) -> list[str]:
 def subject_phrase(part: str) -> str:
     """What a question is about: without its question word and the verb after it.
 
-    "What caused the drinking-water crisis in Port Alder" -> "the drinking-water crisis in Port Alder".
+    "What caused the drinking-water crisis in Port Alder" -> "the drinking-water crisis in Port Alder";
+    "What part did the Lindgren Dairy Farm play in the outbreak" -> "the Lindgren Dairy Farm in the outbreak".
     """
     words = part.split()
-    if words and words[0].lower() in WH_WORDS:
+    if not words or words[0].lower() not in WH_WORDS:
+        return " ".join(words)
+    words = words[1:]
+    do_support = next((index for index, word in enumerate(words[:2]) if word.lower() in DO_SUPPORT), None)
+    if do_support is not None:
+        return _do_support_subject(words[do_support + 1:])
+    auxiliaries = [index for index, word in enumerate(words) if word.lower() in STOPWORDS]
+    if words and (not auxiliaries or auxiliaries[0] != 0):
+        words = words[1:]  # the verb right after the question word ("caused")
+    while words and words[0].lower() in STOPWORDS - {"the", "a", "an"}:
         words = words[1:]
-        auxiliaries = [index for index, word in enumerate(words) if word.lower() in STOPWORDS]
-        if words and (not auxiliaries or auxiliaries[0] != 0):
-            words = words[1:]  # the verb right after the question word ("caused")
-        while words and words[0].lower() in STOPWORDS - {"the", "a", "an"}:
-            words = words[1:]
+    return " ".join(words)
+
+
+def _do_support_subject(words: list[str]) -> str:
+    """The words after "did" without its bare verb, which would garble a query or a question made from
+    them ("the PFAS in Port Alder's drinking water come from" -> "... drinking water").
+
+    The bare verb is told apart without a dictionary: a lower-case content word after the subject's
+    first one, followed by a function word other than "of", a capitalised word, or nothing. What follows
+    it stays (it keeps the subject on the question), less function words left at the end. A subject
+    that is only a pronoun says nothing; "how did it come out that X" is about X.
+    """
+    if words and words[0].lower() in PRONOUNS:
+        after_that = [word.lower() for word in words].index("that") + 1 if "that" in words else len(words)
+        return " ".join(words[after_that:])
+    first_content = next((index for index, word in enumerate(words) if word.lower() not in STOPWORDS), len(words))
+    for index in range(first_content + 1, len(words)):
+        word, following = words[index], words[index + 1] if index + 1 < len(words) else ""
+        if word[:1].islower() and word.lower() not in STOPWORDS | PREPOSITIONS and (
+                not following or following[:1].isupper()
+                or following.lower() in (STOPWORDS | PREPOSITIONS) - {"of"}):
+            after = index + 2 if following.lower() == "to" else index + 1  # "respond to", "decide to"
+            words = words[:index] + words[after:]
+            break
+    while words and words[-1].lower() in STOPWORDS | PREPOSITIONS:
+        words = words[:-1]
     return " ".join(words)
 
 
