@@ -10,9 +10,8 @@ never raised. A query already asked in this report is answered from memory, and 
 so (query_memory.py). A section whose question asks why, or for a stance, is steered to
 InsightForge or the interviews: advice up front, a note after two plain searches, and a third plain
 search replaced by the recommended tool. Citations of facts no tool showed are removed from the
-text, and a sentence left with no real citation is removed with them; a section that cites no fact
-at all is replaced by a note saying so (its sentences are counted as removed claims). A write whose
-JSON is broken (cut short, bare quotes, wrapped twice) is parsed for its text; it never lands verbatim.
+text, and a sentence left with no real citation is removed with them (written.py); a section that
+cites no fact at all is replaced by a note saying so (its sentences are counted as removed claims).
 With a reranker, the section's question then judges what the section cites, and a fact it scores
 under REPORT_CITATION_FLOOR loses its citation (citation_floor.py). Once written, a section is
 offered, in one short request, the best facts of its own results that the report does not cite yet
@@ -25,31 +24,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.citation_floor import without_citations
 from app.report.completion import facts_to_offer, new_sentences, ranked_evidence, within_a_page
-from app.report.grounding import stated_sources
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
 )
+from app.report.protocol import InvalidCall, parse_action, salvage_write, verify_citations
 from app.report.query_memory import QueryMemory
+from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
 from app.report.search_log import search_movement
+from app.report.sections import (
+    SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
+)
 from app.report.store import ReportStore, new_report_id, now_iso
 from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
-from app.report.protocol import (
-    InvalidCall, citations_before_the_stop, cite_copied_facts, cut_loops, drop_uncited_section, looks_like_json_action,
-    parse_action, remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results,
-    unwrap_write, verify_citations,
-)
-from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, FactJudgement, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
+from app.report.written import check_written, final_answer
 from app.tasks import PROCESS_OWNER, Task, tasks
 
 logger = logging.getLogger(__name__)
@@ -70,43 +67,8 @@ NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model ca
 PLANNED_CALLS = 3
 
 
-@dataclass(frozen=True)
-class CheckedText:
-    """A model's text after the agent's checks, with what they took out."""
-    content: str
-    cited: list[str]
-    removed_citations: list[str]
-    removed_claims: list[str]
-    loop_words: int
-    unstated_sources: list[str]  # listed under "sources" but neither cited nor said in the text
-
-
 class ToolFailed(Exception):
     """A tool raised; the model is told the error class, the log holds the message."""
-
-
-@dataclass
-class SectionDraft:
-    index: int
-    title: str
-    goal: str
-    content: str = ""
-    written_by: str = "model"  # "model" | "fallback"
-    part: str = ""
-    tool_hint: str | None = None
-    tool_calls: int = 0
-    invalid_calls: int = 0
-    repeated_queries: int = 0
-    nudged: bool = False
-    reminded_to_cite: bool = False  # a draft citing nothing was sent back once to be written with labels
-    tools_used: list[str] = field(default_factory=list)
-    shown: set[str] = field(default_factory=set)  # facts the section's conversation holds
-    evidence: list[list[str]] = field(default_factory=list)  # per tool result, shown facts within a page, best first
-    completed: list[str] = field(default_factory=list)  # facts cited by sentences added after writing
-    off_question: list[str] = field(default_factory=list)  # citations taken out: under the floor for its question
-    cited: list[str] = field(default_factory=list)
-    removed_citations: list[str] = field(default_factory=list)
-    removed_claims: list[str] = field(default_factory=list)
 
 
 class ReportAgent:
@@ -430,7 +392,7 @@ class ReportAgent:
         while True:
             try:
                 text = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
-                written, problem = self._final_answer(text)
+                written, problem = final_answer(text)
             except ReportLLMError as error:
                 written, problem = None, f"{error.error_class}: {error.detail}"
             if written is None:  # after a reminder the first answer stands
@@ -439,20 +401,6 @@ class ReportAgent:
             messages.append({"role": "assistant", "content": text})
             if not self._remind_to_cite(draft, messages):
                 return draft
-
-    @staticmethod
-    def _final_answer(text: str) -> tuple[tuple[str, Any] | None, str]:
-        """((content, sources), "") from the answer to WRITE_NOW, or (None, what is wrong with it)."""
-        reply = parse_json_object(text)
-        salvaged = salvage_write(text) if reply is None else None
-        if salvaged is not None:  # cut short by max_tokens: the section so far
-            return salvaged, ""
-        if reply is None and looks_like_json_action(text):  # JSON that does not parse is no prose
-            return None, "the final answer was broken JSON with no section text in it"
-        content = reply.get("content") if reply is not None else text  # prose is accepted here
-        if isinstance(content, str) and content.strip():
-            return (content.strip(), reply.get("sources") if reply is not None else None), ""
-        return None, "the final answer held no section text"
 
     def _remind_to_cite(self, draft: SectionDraft, messages: list[dict]) -> bool:
         """Send a draft that cites nothing back once to be written with labels; whether it was sent.
@@ -471,25 +419,11 @@ class ReportAgent:
         self._log("section_fallback", duration_ms=_ms(started), error=problem)
         return draft
 
-    def _checked(self, content: str, sources: Any) -> CheckedText:
-        """The model's text with its labels resolved and only the citations a tool showed kept."""
-        content, sources = unwrap_write(content, sources)  # never the model's JSON as the section's text
-        content, loop_words = cut_loops(content)
-        content, unknown = resolve_labels(tidy_pasted_results(content), self.by_label)
-        content = citations_before_the_stop(content)
-        content = cite_copied_facts(content, self.known)  # after the labels: a labelled fact is cited already
-        listed, unknown_listed = resolve_sources(sources, self.by_label)
-        listed, unstated = stated_sources(content, listed, self.known)
-        content, cited, removed = verify_citations(content, self.known, listed)
-        content, removed_claims = remove_unsupported_claims(content)
-        return CheckedText(content, cited, list(dict.fromkeys(unknown + unknown_listed + removed)), removed_claims,
-                           loop_words, unstated)
-
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
-        checked = self._checked(content, sources)
+        checked = check_written(content, sources, self.by_label, self.known)
         draft.content, draft.cited = checked.content, checked.cited
         draft.removed_citations, draft.removed_claims = checked.removed_citations, checked.removed_claims
-        _note_if_uncited(draft)
+        note_if_uncited(draft)
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
                   unstated_sources=checked.unstated_sources, loop_words_cut=checked.loop_words)
@@ -524,12 +458,12 @@ class ReportAgent:
         answer = ""
         try:
             answer = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
-            written, problem = self._final_answer(answer)
+            written, problem = final_answer(answer)
         except ReportLLMError as error:
             written, problem = None, f"{error.error_class}: {error.detail}"
         added = ""
         if written is not None:
-            checked = self._checked(written[0], None)  # only what the new text itself cites counts
+            checked = check_written(written[0], None, self.by_label, self.known)  # only what the new text itself cites counts
             added = new_sentences(checked.content, draft.content, {uuid: self.known[uuid].fact for uuid in offered})
         cited = [uuid for uuid in verify_citations(added, self.known)[1] if uuid not in draft.cited]
         if added:
@@ -550,47 +484,24 @@ class ReportAgent:
         draft.content, removed = without_citations(draft.content, set(dropped))
         draft.cited = [uuid for uuid in draft.cited if uuid not in dropped]
         draft.off_question, draft.removed_claims = dropped, draft.removed_claims + removed
-        _note_if_uncited(draft)
+        note_if_uncited(draft)
         self._log("off_question", dropped=[self.labels[uuid] for uuid in dropped], removed_claims=removed,
                   scores=[round(judgement.scores[uuid], 4) for uuid in dropped])
 
     # -- assembling ---------------------------------------------------------------------------
 
-    def _section_markdown(self, draft: SectionDraft) -> str:
-        lines = [f"## {draft.index}. {draft.title}", "", draft.content]
-        if draft.cited:
-            lines += ["", "Sources:"]
-            lines += [f"- [{uuid}] {self.known[uuid].fact} ({self.known[uuid].time_label()})" for uuid in draft.cited]
-        return "\n".join(lines) + "\n"
-
     def _finish(self, title: str, requirement: str, sections: list[SectionDraft], started: float) -> dict:
         self.progress.update(phase="assembling")
-        entries = []
-        for draft in sections:
-            name = self.store.write_section(self._report_id, draft.index, self._section_markdown(draft))
-            entries.append({"index": draft.index, "title": draft.title, "part": draft.part, "file": name,
-                            "written_by": draft.written_by, "tool_calls": draft.tool_calls,
-                            "tools_used": draft.tools_used, "tool_hint": draft.tool_hint, "nudged": draft.nudged,
-                            "reminded_to_cite": draft.reminded_to_cite,
-                            "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
-                            "cited": draft.cited, "completed": draft.completed, "off_question": draft.off_question,
-                            "removed_citations": draft.removed_citations,
-                            "removed_claims": draft.removed_claims})
-        body = "\n".join(self._section_markdown(draft) for draft in sections)
-        markdown = f"# {title}\n\n> Requirement: {requirement}\n\n{body}"
+        entries = [section_entry(draft, self.store.write_section(self._report_id, draft.index,
+                                                                 section_markdown(draft, self.known)))
+                   for draft in sections]
+        markdown = report_markdown(title, requirement, sections, self.known)
         self.store.write_report(self._report_id, markdown)
         summary = {
-            "report_id": self._report_id, "title": title, "sections": len(sections),
-            "sections_by_model": sum(1 for d in sections if d.written_by == "model"),
+            "report_id": self._report_id, "title": title, **section_totals(sections),
             "tool_calls": self.progress["tool_calls"], "invalid_calls": self.progress["invalid_calls"],
-            "tool_calls_by_tool": dict(Counter(tool for d in sections for tool in d.tools_used)),
             "repeated_queries": self.progress["repeated_queries"],
             "identical_repeats": sum(1 for repeat in self.memory.repeats if repeat["identical"]),
-            "nudged_sections": sum(1 for d in sections if d.nudged),
-            "reminded_to_cite": sum(1 for d in sections if d.reminded_to_cite),
-            "citations": sum(len(d.cited) for d in sections),
-            "removed_citations": sum(len(d.removed_citations) for d in sections),
-            "removed_claims": sum(len(d.removed_claims) for d in sections),
             "chars": len(markdown), "duration_ms": _ms(started), "llm": self.llm.stats(),
         }
         self._log("final", **{k: v for k, v in summary.items() if k != "report_id"})
@@ -599,13 +510,6 @@ class ReportAgent:
                                summary=summary)
         self.progress.update(phase=status)
         return summary
-
-
-def _note_if_uncited(draft: SectionDraft) -> None:
-    """A section left citing nothing (nothing the tools showed supports any of it) becomes a note."""
-    if not draft.cited and draft.content:
-        draft.content, uncited = drop_uncited_section(draft.content)
-        draft.removed_claims += uncited
 
 
 def _ms(started: float) -> float:
