@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from app.report.protocol import sentences_of
+from app.report.protocol import drop_sentences
 from app.report.views import UUID_PATTERN
 
 # What a dropped id leaves in a bracket of citations: "[, b]", "[a, ]", "[a, , b]" or "[]".
@@ -25,23 +25,16 @@ _LEFTOVERS = ((re.compile(r"\[\s*,\s*"), "["), (re.compile(r"\s*,\s*\]"), "]"),
 def without_citations(content: str, dropped: set[str]) -> tuple[str, list[str]]:
     """(`content` without its citations of `dropped`, the sentences removed because every fact they
     cited was dropped). A sentence that keeps one citation stays."""
-    removed: list[str] = []
-    lines = []
-    for line in content.split("\n"):
-        kept = []
-        for sentence in sentences_of(line):
-            cited = {uuid.lower() for uuid in UUID_PATTERN.findall(sentence)}
-            if cited and cited <= dropped:
-                removed.append(sentence.strip())
-                continue
-            if cited & dropped:
-                sentence = _cut(sentence, dropped)
-            kept.append(sentence)
-        lines.append(" ".join(kept))
-    return "\n".join(lines).strip(), removed
+    def cites_only_dropped(sentence: str) -> bool:
+        cited = {uuid.lower() for uuid in UUID_PATTERN.findall(sentence)}
+        return bool(cited) and cited <= dropped
+
+    return drop_sentences(content, cites_only_dropped, edit=lambda sentence: _cut(sentence, dropped))
 
 
 def _cut(sentence: str, dropped: set[str]) -> str:
+    if not {uuid.lower() for uuid in UUID_PATTERN.findall(sentence)} & dropped:
+        return sentence  # nothing of its own to tidy
     sentence = UUID_PATTERN.sub(lambda match: "" if match.group(0).lower() in dropped else match.group(0), sentence)
     for pattern, replacement in _LEFTOVERS:
         sentence = pattern.sub(replacement, sentence)

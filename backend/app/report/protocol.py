@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
 from app.report.llm import parse_json_object
 from app.report.views import UUID_PATTERN, FactView
@@ -71,15 +71,23 @@ def remove_unsupported_claims(content: str) -> tuple[str, list[str]]:
     A sentence that keeps one real citation stays (with the removal marked); a sentence without
     any citation stays too, since the model may list its sources only under "sources".
     """
+    return drop_sentences(content, lambda sentence: REMOVED_CITATION in sentence
+                          and not UUID_PATTERN.search(sentence))
+
+
+def drop_sentences(content: str, drop: Callable[[str], bool],
+                   edit: Callable[[str], str] = lambda sentence: sentence) -> tuple[str, list[str]]:
+    """(`content` without the sentences `drop` picks and the others passed through `edit`, the
+    sentences dropped, stripped). Line breaks stay."""
     removed: list[str] = []
     lines = []
     for line in content.split("\n"):
         kept = []
         for sentence in _SENTENCE_END.split(line):
-            if REMOVED_CITATION in sentence and not UUID_PATTERN.search(sentence):
+            if drop(sentence):
                 removed.append(sentence.strip())
             else:
-                kept.append(sentence)
+                kept.append(edit(sentence))
         lines.append(" ".join(kept))
     return "\n".join(lines).strip(), removed
 
