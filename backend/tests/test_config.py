@@ -1,7 +1,9 @@
+import re
 from pathlib import Path
 
 import pytest
 
+from app import config as config_module
 from app.config import Config
 
 
@@ -106,3 +108,27 @@ def test_config_repr_holds_no_secrets(monkeypatch):
     shown = repr(Config.from_env())
     assert "very-secret" not in shown
     assert "reranker_model" in shown
+
+
+# Every bounded number Config.from_env reads, as config.py declares it: _int("NAME", default, minimum)
+# or _float("NAME", default, minimum[, maximum]). Read from the source so a new bound is tested too.
+_BOUNDED = re.compile(r'_(int|float)\(\s*"([A-Z0-9_]+)",\s*cls\.\w+,\s*([-\d.]+)(?:,\s*([-\d.]+))?\s*\)')
+BOUNDS = [(kind, name, float(low), float(high) if high else None)
+          for kind, name, low, high in _BOUNDED.findall(Path(config_module.__file__).read_text())]
+
+
+def test_every_number_config_reads_has_a_bound_found_here():
+    read = set(re.findall(r'_(?:int|float)\(\s*"([A-Z0-9_]+)"', Path(config_module.__file__).read_text()))
+    assert {name for _, name, _, _ in BOUNDS} == read and len(read) >= 25
+
+
+@pytest.mark.parametrize("kind, name, low, high", BOUNDS, ids=[bound[1] for bound in BOUNDS])
+def test_every_number_below_its_minimum_is_refused_by_name(monkeypatch, kind, name, low, high):
+    below = str(int(low) - 1) if kind == "int" else str(low - 0.001)
+    monkeypatch.setenv(name, below)
+    with pytest.raises(ValueError, match=rf"{name} must be >= "):
+        Config.from_env()
+    if high is not None:
+        monkeypatch.setenv(name, str(high + 0.001))
+        with pytest.raises(ValueError, match=rf"{name} must be <= "):
+            Config.from_env()
