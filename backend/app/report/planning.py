@@ -142,8 +142,8 @@ def _do_support_subject(words: list[str]) -> str:
     that is only a pronoun says nothing; "how did it come out that X" is about X.
     """
     if words and words[0].lower() in PRONOUNS:
-        after_that = [word.lower() for word in words].index("that") + 1 if "that" in words else len(words)
-        return " ".join(words[after_that:])
+        lowered = [word.lower() for word in words]
+        return " ".join(words[lowered.index("that") + 1:]) if "that" in lowered else ""
     first_content = next((index for index, word in enumerate(words) if word.lower() not in STOPWORDS), len(words))
     for index in range(first_content + 1, len(words)):
         word, following = words[index], words[index + 1] if index + 1 < len(words) else ""
