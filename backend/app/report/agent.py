@@ -463,7 +463,8 @@ class ReportAgent:
             written, problem = None, f"{error.error_class}: {error.detail}"
         added = ""
         if written is not None:
-            checked = check_written(written[0], None, self.by_label, self.known)  # only what the new text itself cites counts
+            # None for sources: only what the new text itself cites counts
+            checked = check_written(written[0], None, self.by_label, self.known)
             added = new_sentences(checked.content, draft.content, {uuid: self.known[uuid].fact for uuid in offered})
         cited = [uuid for uuid in verify_citations(added, self.known)[1] if uuid not in draft.cited]
         if added:
@@ -492,10 +493,10 @@ class ReportAgent:
 
     def _finish(self, title: str, requirement: str, sections: list[SectionDraft], started: float) -> dict:
         self.progress.update(phase="assembling")
-        entries = [section_entry(draft, self.store.write_section(self._report_id, draft.index,
-                                                                 section_markdown(draft, self.known)))
-                   for draft in sections]
-        markdown = report_markdown(title, requirement, sections, self.known)
+        bodies = [section_markdown(draft, self.known) for draft in sections]
+        entries = [section_entry(draft, self.store.write_section(self._report_id, draft.index, body))
+                   for draft, body in zip(sections, bodies)]
+        markdown = report_markdown(title, requirement, bodies)
         self.store.write_report(self._report_id, markdown)
         summary = {
             "report_id": self._report_id, "title": title, **section_totals(sections),

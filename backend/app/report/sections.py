@@ -54,8 +54,9 @@ def section_markdown(draft: SectionDraft, known: dict[str, FactView]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_markdown(title: str, requirement: str, sections: list[SectionDraft], known: dict[str, FactView]) -> str:
-    body = "\n".join(section_markdown(draft, known) for draft in sections)
+def report_markdown(title: str, requirement: str, section_bodies: list[str]) -> str:
+    """The whole report: its title, the requirement, then each section as `section_markdown` rendered it."""
+    body = "\n".join(section_bodies)
     return f"# {title}\n\n> Requirement: {requirement}\n\n{body}"
 
 
