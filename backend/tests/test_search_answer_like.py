@@ -94,6 +94,20 @@ def test_the_search_and_insight_tools_take_a_sketch_for_the_question(backend, sc
     tools.close()
 
 
+def test_the_search_api_takes_a_sketch_and_refuses_a_bad_one(backend, scripted_llm, closure):
+    _, client = backend(**judge_by_gale(scripted_llm))
+    url = f"/api/graph/{closure}/search"
+    body = client.post(url, json={"query": QUESTION, "limit": 2, "answer_like": SKETCH}).get_json()
+    assert body["edges"][0]["fact"] == CAUSE and body["candidates"] >= 4
+    answers = {}
+    for bad in ("", "   ", 7, ["rain"], "x" * 2001, "a\x00b"):
+        response = client.post(url, json={"query": QUESTION, "answer_like": bad})
+        assert "answer_like" in response.get_json()["error"]["message"]
+        answers[repr(bad)[:12]] = response.status_code
+    assert answers == {"''": 400, "'   '": 400, "7": 400, "['rain']": 400, repr("x" * 2001)[:12]: 413,
+                       "'a\\x00b'": 400}
+
+
 def test_a_sketch_argument_is_checked_like_any_text():
     assert parse_tool_arguments("search_graph", {"query": "q", "answer_like": "  a b  "})["answer_like"] == "a b"
     for bad in ("", "x" * 1001, 3, "a\x00b"):
@@ -130,3 +144,18 @@ def test_the_agent_sketches_the_answer_for_a_sections_first_search(backend, scri
     assert asked[0].messages[-1]["content"] == f"Question: {QUESTION}" and sketches[0]["step"] < first_search["step"]
     assert first_search["arguments"]["answer_like"] == SKETCH and first_search["planned"] is True
     assert first_search["search"]["facts"][0]["fact"] == CAUSE
+
+
+def test_a_section_that_opens_with_interviews_asks_for_no_sketch(backend, scripted_llm, closure):
+    # "Who ... how" opens with interview_entities, which picks people rather than searching facts.
+    judge_settings = judge_by_gale(scripted_llm)
+    scripted_llm.responder = judge_or_chat(lambda query, passage: 0.5, sketch_then_search_then_write)
+    app, _ = backend(LLM_BASE_URL=scripted_llm.base_url, LLM_MODEL_NAME="writer", LLM_TIMEOUT_S=10, **judge_settings)
+    config = app.config["APP_CONFIG"]
+    report_id, task = start_report(config, closure, "Who responded how to the ferry closure?", max_sections=1,
+                                   planned_calls=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    log = ReportStore(config.data_dir).read(report_id)["log"]
+    first_tool = next(step for step in log if step["kind"] == "tool")
+    assert first_tool["tool"] == "interview_entities" and "answer_like" not in first_tool["arguments"]
+    assert not [step for step in log if step["kind"] == "sketch"]

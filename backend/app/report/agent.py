@@ -44,7 +44,7 @@ from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
 )
 from app.report.store import ReportStore, new_report_id, now_iso
-from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.tool_args import ANSWER_LIKE_TOOLS, ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, FactJudgement, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.report.written import check_written, final_answer
@@ -246,7 +246,7 @@ class ReportAgent:
         if calls < 1:
             return feedback
         tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
-        sketch = self._answer_sketch(draft)
+        sketch = self._answer_sketch(draft) if tool in ANSWER_LIKE_TOOLS else ""
         if sketch:
             arguments["answer_like"] = sketch
         feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),

@@ -74,6 +74,7 @@ SECTION_PROMPT_TAIL = (
 # return no fact to cite, InsightForge with one sub-query), and the agent's defaults and caps serve it.
 # A call that passes them anyway is still valid.
 # Entity names are hidden too: the model invents them ("government agencies") and interviews no one.
+# `answer_like` is the agent's own: it sketches the answer itself before a section's first search.
 AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities",
                           "neighbourhood", "answer_like")
 

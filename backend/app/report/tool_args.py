@@ -68,6 +68,7 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
 }
 
 TOOL_NAMES = tuple(TOOL_PARAMS)
+ANSWER_LIKE_TOOLS = tuple(tool for tool, params in TOOL_PARAMS.items() if _ANSWER_LIKE in params)
 
 TOOL_PURPOSES = {
     "search_graph": "graph search: facts, entities and relations relevant to a query, best first",
