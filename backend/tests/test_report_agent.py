@@ -19,9 +19,10 @@ from app.report import prompts
 from app.report.prompts import CITE_REMINDER, WRITE_NOW
 from app.report.store import ReportStore
 from app.report.views import FactView
+from app.tasks import tasks
 from tests.conftest import unique_graph_id
 from tests.support.report_scripts import (
-    REPORT_FACTS, UUID, as_json, chat_requests, interview_facts, judge_or_chat, purpose, wait_for,
+    REPORT_FACTS, UUID, as_json, chat_requests, interview_facts, judge_or_chat, purpose,
 )
 from tests.support.scripted_llm import server_error
 
@@ -91,6 +92,16 @@ def planner(messages, body):
         content = f"The graph says this [{cited[0]}]. {in_other_words(fact_shown(messages, cited[1]))}"
         return as_json({"action": "write", "content": content, "sources": cited + [INVENTED]})
     return "unexpected request"
+
+
+def wait_for(task_id: str, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        task = tasks.get(task_id).to_dict()
+        if task["state"] in ("done", "failed"):
+            return task
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} did not finish within {timeout_s}s")
 
 
 @pytest.fixture

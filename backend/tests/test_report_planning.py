@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.report.planning import (
-    answer_sketch_text, check_outline, requirement_parts, subject_phrase, tool_hint, unexplored_names, words_match,
+    check_outline, requirement_parts, subject_phrase, tool_hint, unexplored_names, words_match,
 )
 from app.report.query_memory import QueryMemory, query_key
 
@@ -158,15 +158,3 @@ def test_a_followed_name_is_searched_with_its_subject():
     # Nothing to add when the name already holds the subject's words, or there is no subject.
     assert name_in_context("Port Alder", "Port Alder") == "Port Alder"
     assert name_in_context("Well 4", "") == "Well 4"
-
-
-@pytest.mark.parametrize("answer, text", [
-    ('{"sentences": ["The flood  broke a seal.", "Tests found E. coli.", 7]}', "The flood broke a seal. Tests found E. coli."),
-    ('{"sentences": ["The agency found PFAS in the creek. The agency is also wor', "The agency found PFAS in the creek. The agency is also wor"),
-    ("Volunteers handed out\x00 water\ud800.", "Volunteers handed out water."),
-    ('{"sentences": []}', ""),
-])
-def test_a_sketch_of_the_answer_becomes_plain_search_text(answer, text):
-    # The JSON's sentences, or the words of an answer the token limit cut short; always a valid query.
-    assert answer_sketch_text(answer) == text
-    assert len(answer_sketch_text("word " * 400)) == 1000

@@ -151,9 +151,7 @@ def search(graph_id: str):
     limit = int_field(body, "limit", default=10, minimum=1, maximum=MAX_SEARCH_LIMIT)
     scope = choice_field(body, "scope", default="edges", allowed=SCOPES)
     neighbourhood = int_field(body, "neighbourhood", default=0, minimum=0, maximum=MAX_NEIGHBOURHOOD)
-    answer_like = text_field(body, "answer_like", max_chars=MAX_QUERY_CHARS, required=False) or ""
-    outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
-                                     answer_like=answer_like)
+    outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood)
     return outcome.to_dict()
 
 

@@ -29,10 +29,6 @@ class GraphOperations:
     def list(self) -> list[dict]:
         return run_on_loop(graph_store.list_graphs(self._runtime))
 
-    @property
-    def reranking_enabled(self) -> bool:
-        return self._runtime.reranking_enabled
-
     def exists(self, graph_id: str) -> bool:
         graph_store.validate_graph_id(graph_id)
         return run_on_loop(graph_store.graph_exists(self._runtime, graph_id))
@@ -54,10 +50,9 @@ class GraphOperations:
                     timeout=self._runtime.config.llm_timeout_s * 10)
 
     def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
-               neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
-               answer_like: str = "") -> SearchOutcome:
-        """Hybrid search scoped to one graph, reranked by the configured reranker (`neighbourhood`,
-        `answer_like`: app/graph/search.py).
+               neighbourhood: int = 0, exclude: frozenset[str] = frozenset()) -> SearchOutcome:
+        """Hybrid search scoped to one graph, reranked by the configured reranker (`neighbourhood`:
+        app/graph/search.py).
 
         Errors are logged and answered with an empty result and `error` set, never raised,
         except for an unknown graph, which is the caller's mistake.
@@ -65,8 +60,7 @@ class GraphOperations:
         if not run_on_loop(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
             raise graph_store.UnknownGraphError(graph_id)
         try:
-            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude,
-                                            answer_like),
+            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude),
                         timeout=self._runtime.config.search_timeout_s)
         except Exception as error:
             logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)

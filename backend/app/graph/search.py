@@ -266,34 +266,6 @@ def _best_of(results: SearchResults, n: int) -> SearchResults:
     })
 
 
-def _pooled(sketched: SearchResults, own: SearchResults) -> SearchResults:
-    """The candidates of both first stages, each once with its better score, best first.
-
-    A question's words often match its subject's facts rather than its answer's ("What caused the
-    drinking-water crisis" ranks the supplier's facts first and the flood 60th or lower), while a
-    sketch of the answer, even a wrong one, uses the answer's kind of words ("contamination",
-    "volunteers handed out water"). On the sample graph's 17 report sections, the first stage's top
-    20 held 34 gold points for the question and 51 for a 1.5B model's sketch; the question's own top
-    10 keeps what the sketch misses (52). Both lists come from the same recipe, so their scores
-    compare."""
-    edges, edge_scores = _best_scored(sketched.edges, sketched.edge_reranker_scores,
-                                      own.edges, own.edge_reranker_scores)
-    nodes, node_scores = _best_scored(sketched.nodes, sketched.node_reranker_scores,
-                                      own.nodes, own.node_reranker_scores)
-    return sketched.model_copy(update={"edges": edges, "edge_reranker_scores": edge_scores,
-                                       "nodes": nodes, "node_reranker_scores": node_scores})
-
-
-def _best_scored(items: list, scores: list[float], more: list, more_scores: list[float]) -> tuple[list, list[float]]:
-    """Items of both lists (by uuid), each with the higher of its scores, ordered by it."""
-    best: dict[str, tuple[float, Any]] = {}
-    for item, score in [*zip(items, _scores(scores, len(items))), *zip(more, _scores(more_scores, len(more)))]:
-        if item.uuid not in best or score > best[item.uuid][0]:
-            best[item.uuid] = (score, item)
-    ranked = sorted(best.values(), key=lambda pair: -pair[0])  # stable: ties keep the sketch's order
-    return [item for _, item in ranked], [score for score, _ in ranked]
-
-
 async def _entity_names(driver, uuids: set[str]) -> dict[str, str]:
     if not uuids:
         return {}
@@ -326,15 +298,11 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
 
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
-                       neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
-                       answer_like: str = "") -> SearchOutcome:
+                       neighbourhood: int = 0, exclude: frozenset[str] = frozenset()) -> SearchOutcome:
     """Hybrid RRF search scoped to one graph, reranked unless RERANKER_PROVIDER=none.
 
     `neighbourhood` > 0 (with a reranker): the facts of the first stage's top entities join the
     candidates, as many again as the first stage gives (see `_with_neighbourhood`).
-    `answer_like` (with a reranker): text worded the way an answer might read. Its own first stage
-    gives the candidates, and the query's best half joins them (see `_pooled`); the judge scores
-    every one against `query`, so the sketch only decides what gets judged.
     `exclude`: uuids of facts the caller holds already. They are judged like any candidate (the pool
     and its order do not change) but left out of the answer, so it holds up to `limit` others; each
     fact keeps its rank in the whole order."""
@@ -350,15 +318,16 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
         first_stage_size *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
     # Embedded once: the first stage's vector half and the neighbourhood's closeness both use it.
     query_vector = await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")]) if expand else None
-    recipe = _first_stage_config("both" if expand else scope, first_stage_size)
-    first = await graphiti_search(runtime.graphiti.clients, query, [graph_id], recipe, SearchFilters(),
-                                  query_vector=query_vector, driver=driver)
-    if answer_like.strip() and enabled:
-        sketched = await graphiti_search(runtime.graphiti.clients, answer_like, [graph_id], recipe,
-                                         SearchFilters(), driver=driver)
-        first = _pooled(_best_of(sketched, n_candidates), _best_of(first, max(1, n_candidates // 2)))
-    else:
-        first = _best_of(first, n_candidates)
+    first = await graphiti_search(
+        runtime.graphiti.clients,
+        query,
+        [graph_id],
+        _first_stage_config("both" if expand else scope, first_stage_size),
+        SearchFilters(),
+        query_vector=query_vector,
+        driver=driver,
+    )
+    first = _best_of(first, n_candidates)
     from_neighbourhood = 0
     if expand:
         first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood,

@@ -33,8 +33,7 @@ from app.report.citation_floor import without_citations
 from app.report.completion import facts_to_offer, new_sentences, ranked_evidence, within_a_page
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
-    SectionPlan, answer_sketch_text, check_outline, name_in_context, requirement_parts, subject_phrase,
-    unexplored_names,
+    SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
 )
 from app.report.protocol import InvalidCall, parse_action, salvage_write, verify_citations
 from app.report.query_memory import QueryMemory
@@ -44,7 +43,7 @@ from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
 )
 from app.report.store import ReportStore, new_report_id, now_iso
-from app.report.tool_args import ANSWER_LIKE_TOOLS, ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, FactJudgement, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.report.written import check_written, final_answer
@@ -66,7 +65,6 @@ NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model ca
 # Three, not two, since sections are completed after writing (completion.py): the 1.5B no longer
 # drowns in a third result's facts, and the third search is where the crisis causes were found.
 PLANNED_CALLS = 3
-ANSWER_SKETCH_TOKENS = 200  # three sentences; a longer answer cut short still searches by its words
 
 
 class ToolFailed(Exception):
@@ -246,9 +244,6 @@ class ReportAgent:
         if calls < 1:
             return feedback
         tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
-        sketch = self._answer_sketch(draft) if tool in ANSWER_LIKE_TOOLS else ""
-        if sketch:
-            arguments["answer_like"] = sketch
         feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),
                                    time.perf_counter(), self.budget - 1, planned=True))
         for call in range(2, calls + 1):  # each follow-up: a name the latest results brought up
@@ -260,23 +255,6 @@ class ReportAgent:
                                        parse_tool_arguments("search_graph", {"query": query}),
                                        time.perf_counter(), self.budget - call, planned=True))
         return feedback
-
-    def _answer_sketch(self, draft: SectionDraft) -> str:
-        """How an answer to the section's part might read, for its first search to find candidates
-        by (`answer_like`, app/graph/search.py). "" with the reranker off (nothing would hold what the
-        sketch brings to the question) or when the model fails."""
-        if not self.tools.graph.reranking_enabled:
-            return ""
-        started = time.perf_counter()
-        try:
-            answer = self.llm.chat(prompts.answer_sketch_messages(draft.part[:1000]), max_tokens=ANSWER_SKETCH_TOKENS,
-                                   json_object=True)
-        except ReportLLMError as error:
-            self._log("sketch", duration_ms=_ms(started), error=f"{error.error_class}: {error.detail}")
-            return ""
-        sketch = answer_sketch_text(answer)
-        self._log("sketch", duration_ms=_ms(started), sketch=sketch)
-        return sketch
 
     def _call(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
               remaining: int, planned: bool = False) -> str:

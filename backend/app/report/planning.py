@@ -20,8 +20,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.report.llm import parse_json_object
-
 STOPWORDS = frozenset("""
 a an the and or but nor of to in on at by for with from into onto over under about as than then that this these
 those it its it's they them their there here he she him her his hers we us our you your i me my mine be been being
@@ -337,17 +335,3 @@ def unexplored_names(names: list[str], asked: list[str], limit: int = 4) -> list
             suggestions.append(name)
     suggestions.sort(key=lambda name: mentions[name] >= HUB_MENTIONS)  # stable: best first otherwise
     return suggestions[:limit]
-
-
-def answer_sketch_text(answer: str) -> str:
-    """The search text of the model's sketch of an answer (prompts.ANSWER_SKETCH_PROMPT): its
-    sentences joined, or its own words when the JSON was cut short by the token limit. Valid as a
-    query (no NUL, no lone surrogate), whitespace collapsed, at most 1000 characters."""
-    reply = parse_json_object(answer)
-    sentences = reply.get("sentences") if reply is not None else None
-    if isinstance(sentences, list):
-        text = " ".join(sentence for sentence in sentences if isinstance(sentence, str))
-    else:
-        text = re.sub(r'"sentences"\s*:|[{}\[\]"]', " ", answer)
-    text = text.replace("\x00", " ").encode("utf-8", "ignore").decode("utf-8")
-    return " ".join(text.split())[:1000]

@@ -18,15 +18,6 @@ SUB_QUERY_PROMPT = (
     'Answer with only a JSON object: {"sub_queries": ["...", "..."]} with at most MAX queries.'
 )
 
-# The sketch is never shown to anyone or cited: only its words search (app/graph/search.py,
-# `answer_like`), so a wrong guess costs a few judged candidates and a good one finds the answer.
-ANSWER_SKETCH_PROMPT = (
-    "You help search a knowledge graph of short facts. For the user's question, write three short sentences "
-    "the way a news report would state a likely answer, naming the kinds of things, events and actions that "
-    "would answer it (for a cause: what happened, what failed, what was found; for a response: who did what). "
-    'Do not repeat the question\'s words. Answer with only a JSON object: {"sentences": ["...", "...", "..."]}.'
-)
-
 INTERVIEW_PROMPT = (
     "You are being interviewed as the entity named in the user message, and you speak as that entity "
     "in the first person. You know ONLY the facts listed in the user message; each fact starts with its "
@@ -74,9 +65,8 @@ SECTION_PROMPT_TAIL = (
 # return no fact to cite, InsightForge with one sub-query), and the agent's defaults and caps serve it.
 # A call that passes them anyway is still valid.
 # Entity names are hidden too: the model invents them ("government agencies") and interviews no one.
-# `answer_like` is the agent's own: it sketches the answer itself before a section's first search.
 AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities",
-                          "neighbourhood", "answer_like")
+                          "neighbourhood")
 
 
 def section_system_prompt() -> str:
@@ -86,10 +76,6 @@ def section_system_prompt() -> str:
 def sub_query_messages(question: str, max_queries: int) -> list[dict[str, str]]:
     return [{"role": "system", "content": SUB_QUERY_PROMPT.replace("MAX", str(max_queries))},
             {"role": "user", "content": f"Question: {question}"}]
-
-
-def answer_sketch_messages(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": ANSWER_SKETCH_PROMPT}, {"role": "user", "content": f"Question: {question}"}]
 
 
 def interview_messages(entity: EntityView, facts: list[FactView], topic: str,

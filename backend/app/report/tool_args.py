@@ -31,8 +31,6 @@ class Param:
 
 
 _MAX_CHARS = Param("max_chars", "int", "size budget of the text answer", default=None, minimum=500, maximum=50_000)
-_ANSWER_LIKE = Param("answer_like", "text", "how an answer might read: with a reranker, its word matches join "
-                     "the candidates, and the reranker judges them all against the question", max_chars=1000)
 
 TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
     "search_graph": (
@@ -41,14 +39,12 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("scope", "choice", "what to search", default="both", choices=("edges", "nodes", "both")),
         Param("neighbourhood", "int", "the top entities whose facts (and their neighbours') the reranker "
               "judges too; 0: the search's own hits only", default=0, minimum=0, maximum=10),
-        _ANSWER_LIKE,
         _MAX_CHARS,
     ),
     "insight_forge": (
         Param("question", "text", "the question to dig into", required=True, max_chars=1000),
         Param("max_sub_queries", "int", "sub-queries to search, the question included", default=3, maximum=5),
         Param("limit", "int", "facts per sub-query", default=8, maximum=30),
-        _ANSWER_LIKE,
         _MAX_CHARS,
     ),
     "panorama_search": (
@@ -68,7 +64,6 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
 }
 
 TOOL_NAMES = tuple(TOOL_PARAMS)
-ANSWER_LIKE_TOOLS = tuple(tool for tool, params in TOOL_PARAMS.items() if _ANSWER_LIKE in params)
 
 TOOL_PURPOSES = {
     "search_graph": "graph search: facts, entities and relations relevant to a query, best first",

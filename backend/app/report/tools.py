@@ -112,12 +112,12 @@ class ReportTools:
     # -- SearchResult -------------------------------------------------------------------------
 
     def search_graph(self, graph_id: str, query: str, limit: int = 10, scope: str = "both",
-                     neighbourhood: int = 0, max_chars: int | None = None, answer_like: str = "",
+                     neighbourhood: int = 0, max_chars: int | None = None,
                      already_shown: frozenset[str] = frozenset()) -> SearchResult:
         """`already_shown`: facts the reader has (the agent's section so far); the answer holds
-        others in their place, and says how many it left out. `answer_like`: app/graph/search.py."""
+        others in their place, and says how many it left out."""
         outcome = self.graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
-                                    exclude=already_shown, answer_like=answer_like)
+                                    exclude=already_shown)
         return SearchResult(graph_id=graph_id, query=query, scope=scope, already_shown=outcome.excluded,
                             facts=[FactView.from_hit(hit, query) for hit in outcome.edges],
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
@@ -135,8 +135,7 @@ class ReportTools:
     # -- InsightForge -------------------------------------------------------------------------
 
     def insight_forge(self, graph_id: str, question: str, max_sub_queries: int = 3, limit: int = 8,
-                      max_chars: int | None = None, answer_like: str = "") -> InsightResult:
-        """`answer_like` widens the search of the question itself (app/graph/search.py)."""
+                      max_chars: int | None = None) -> InsightResult:
         if not self.graph.exists(graph_id):  # before spending an LLM call on the split
             raise UnknownGraphError(graph_id)
         errors: list[str] = []
@@ -146,10 +145,8 @@ class ReportTools:
         for index, sub_query in enumerate(sub_queries):
             # The question itself also brings the facts around its top entities before the judge:
             # its causes and consequences rarely share its words (app/graph/search.py).
-            first = index == 0
             reranked = self._search_into(merged, graph_id, sub_query, limit, errors,
-                                         neighbourhood=NEIGHBOURHOOD_ENTITIES if first else 0,
-                                         answer_like=answer_like if first else "") or reranked
+                                         neighbourhood=NEIGHBOURHOOD_ENTITIES if index == 0 else 0) or reranked
         if split_usable:  # slots the split left empty: follow the names the results brought up
             for name in unexplored_names(_names_of(_best_first(merged)), sub_queries,
                                          limit=max_sub_queries - len(sub_queries)):
@@ -163,10 +160,9 @@ class ReportTools:
                              errors=errors, entities_left_out=left_out, **_budget(max_chars))
 
     def _search_into(self, merged: dict[str, FactView], graph_id: str, query: str, limit: int,
-                     errors: list[str], neighbourhood: int = 0, answer_like: str = "") -> bool:
+                     errors: list[str], neighbourhood: int = 0) -> bool:
         """Search one sub-query and merge its facts; whether the search was reranked."""
-        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges", neighbourhood=neighbourhood,
-                                    answer_like=answer_like)
+        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges", neighbourhood=neighbourhood)
         if outcome.error:
             errors.append(f"search for {query!r} failed: {outcome.error}")
         for hit in outcome.edges:

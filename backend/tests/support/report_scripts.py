@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any, Callable
 
 from app.report import prompts as prompts
-from app.tasks import tasks
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm_replies import ChatRequest, chat, judge, keyword_overlap
 
@@ -47,8 +45,7 @@ def judge_or_chat(score_fn: Callable[[str, str], Any] = keyword_overlap,
 
 
 def purpose(messages: list[dict]) -> str | None:
-    """Which report prompt a request carries: outline, section, sub_queries, interview, completion,
-    sketch, or None."""
+    """Which report prompt a request carries: outline, section, sub_queries, interview, completion, or None."""
     system = str(messages[0].get("content", "")) if messages else ""
     if system.startswith(prompts.OUTLINE_PROMPT.split("MAX")[0]):
         return "outline"
@@ -60,8 +57,6 @@ def purpose(messages: list[dict]) -> str | None:
         return "interview"
     if system == prompts.COMPLETION_PROMPT:
         return "completion"
-    if system == prompts.ANSWER_SKETCH_PROMPT:
-        return "sketch"
     return None
 
 
@@ -88,14 +83,3 @@ def chat_requests(server) -> list[ChatRequest]:
 def judge_requests(server) -> list[ChatRequest]:
     all_requests = [ChatRequest(index=i, body=body, headers={}) for i, body in enumerate(server.requests)]
     return [request for request in all_requests if request.judge_fields is not None]
-
-
-def wait_for(task_id: str, timeout_s: float = 60.0) -> dict:
-    """The report task's final state (done or failed), polled from the task registry."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        task = tasks.get(task_id).to_dict()
-        if task["state"] in ("done", "failed"):
-            return task
-        time.sleep(0.05)
-    raise AssertionError(f"task {task_id} did not finish within {timeout_s}s")
