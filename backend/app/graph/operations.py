@@ -50,9 +50,10 @@ class GraphOperations:
                     timeout=self._runtime.config.llm_timeout_s * 10)
 
     def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
-               neighbourhood: int = 0, exclude: frozenset[str] = frozenset()) -> SearchOutcome:
-        """Hybrid search scoped to one graph, reranked by the configured reranker (`neighbourhood`:
-        app/graph/search.py).
+               neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
+               candidates: int | None = None) -> SearchOutcome:
+        """Hybrid search scoped to one graph, reranked by the configured reranker (`neighbourhood`,
+        `candidates`: app/graph/search.py).
 
         Errors are logged and answered with an empty result and `error` set, never raised,
         except for an unknown graph, which is the caller's mistake.
@@ -60,7 +61,8 @@ class GraphOperations:
         if not run_on_loop(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
             raise graph_store.UnknownGraphError(graph_id)
         try:
-            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude),
+            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude,
+                                            candidates),
                         timeout=self._runtime.config.search_timeout_s)
         except Exception as error:
             logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)

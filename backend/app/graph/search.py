@@ -298,19 +298,25 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
 
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
-                       neighbourhood: int = 0, exclude: frozenset[str] = frozenset()) -> SearchOutcome:
+                       neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
+                       candidates: int | None = None) -> SearchOutcome:
     """Hybrid RRF search scoped to one graph, reranked unless RERANKER_PROVIDER=none.
 
     `neighbourhood` > 0 (with a reranker): the facts of the first stage's top entities join the
     candidates, as many again as the first stage gives (see `_with_neighbourhood`).
     `exclude`: uuids of facts the caller holds already. They are judged like any candidate (the pool
     and its order do not change) but left out of the answer, so it holds up to `limit` others; each
-    fact keeps its rank in the whole order."""
+    fact keeps its rank in the whole order.
+    `candidates` (with a reranker): how many first-stage candidates the judge reads, instead of
+    RERANKER_CANDIDATES per hit wanted. A deep pool is for a question whose answers share few words
+    with it (a report section's own question): the first stage ranks them far down, the judge does
+    not; the neighbourhood still adds its usual number."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}")
     enabled = runtime.reranking_enabled
     expand = neighbourhood > 0 and enabled and scope != "nodes"
-    n_candidates = limit * (runtime.config.reranker_candidates if enabled else 1)
+    n_usual = limit * (runtime.config.reranker_candidates if enabled else 1)
+    n_candidates = max(candidates, limit) if enabled and candidates else n_usual
     driver = runtime.driver_for(graph_id)
     started = time.perf_counter()
     first_stage_size = n_candidates
@@ -331,7 +337,7 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     from_neighbourhood = 0
     if expand:
         first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood,
-                                                              n_candidates)
+                                                              n_usual)
         if scope == "edges":
             first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
     first_stage_ms = (time.perf_counter() - started) * 1000
