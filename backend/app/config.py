@@ -63,7 +63,7 @@ def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _int(name: str, default: int, minimum: int | None = None) -> int:
+def _int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
     raw = _env(name)
     if raw is None:
         return default
@@ -73,6 +73,8 @@ def _int(name: str, default: int, minimum: int | None = None) -> int:
         raise ValueError(f"{name} must be an integer, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -180,6 +182,14 @@ class Config:
     # question, and a fact it scores under this floor is not cited (0 turns it off). 0.02: the judge
     # is all but sure the fact does not help (P(yes) in logprobs mode; a grade or score of 0 otherwise).
     report_citation_floor: float = 0.02
+    # With a reranker, the first-stage candidates the judge reads for a section's own question (its
+    # opening search, or InsightForge's search of the question itself); other searches read the usual
+    # RERANKER_CANDIDATES per hit. A section's answers often share few words with its question
+    # ("what caused ..." against "floodwater entered Well 4"): the first stage ranks them 30th to
+    # 60th, the judge higher. 100: on the three tuned sample requirements' five section questions the
+    # search's top 8 held 14 gold points, against 11 with the usual 16 and 11 with 64 (session 15).
+    # 0 reads the usual number; at most 200 (each is one model call).
+    report_question_candidates: int = 100
 
     # Background tasks (GET /api/tasks/<id>): a finished task is forgotten after TASK_TTL_S, and
     # at most TASK_MAX_KEPT finished tasks are kept (the oldest go first); running ones always stay.
@@ -271,6 +281,7 @@ class Config:
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),
             report_citation_floor=_float("REPORT_CITATION_FLOOR", cls.report_citation_floor, 0, 1),
+            report_question_candidates=_int("REPORT_QUESTION_CANDIDATES", cls.report_question_candidates, 0, 200),
             task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 0),
             task_max_kept=_int("TASK_MAX_KEPT", cls.task_max_kept, 1),
         )

@@ -129,6 +129,6 @@ def test_every_number_below_its_minimum_is_refused_by_name(monkeypatch, kind, na
     with pytest.raises(ValueError, match=rf"{name} must be >= "):
         Config.from_env()
     if high is not None:
-        monkeypatch.setenv(name, str(high + 0.001))
+        monkeypatch.setenv(name, str(int(high) + 1) if kind == "int" else str(high + 0.001))
         with pytest.raises(ValueError, match=rf"{name} must be <= "):
             Config.from_env()

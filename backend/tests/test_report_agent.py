@@ -34,7 +34,8 @@ OUTLINE = {"title": "Drinking water in Harbor town", "sections": [
 ]}
 # Per section, the model's answers turn by turn; "WRITE" writes the section citing what it saw.
 SECTION_SCRIPTS = {
-    1: [{"action": "tool", "tool": "search_graph", "arguments": {"query": "who runs the water utility", "limit": 4}},
+    1: [{"action": "tool", "tool": "search_graph",
+         "arguments": {"query": "who runs the water utility", "limit": 4, "candidates": 150}},
         {"action": "tool", "tool": "summon_oracle", "arguments": {"question": "anything"}},
         {"action": "tool", "tool": "insight_forge", "arguments": {"question": "Who decides about drinking water?"}},
         "WRITE"],
@@ -155,6 +156,7 @@ def test_agent_plans_calls_every_tool_and_stores_the_report(agent_backend, scrip
         assert all(f["moved"] == 0 for f in search["facts"]) and search["summary"].endswith("(not reranked)")
     assert steps[1]["arguments"]["query"] == "who runs the water utility" and steps[1]["section"] == 1
     assert steps[1]["arguments"]["neighbourhood"] == 5  # the agent's searches judge the top entities' facts too
+    assert "candidates" not in steps[1]["arguments"]  # the judge's depth is the agent's knob, not the model's
     assert steps[6]["arguments"]["limit"] == steps[7]["arguments"]["limit"] == 10  # 30 and 20 asked, capped
     assert "unknown tool 'summon_oracle'" in steps[2]["error"]
     plan = steps[0]
@@ -501,6 +503,9 @@ def test_a_section_opens_with_the_calls_the_agent_plans_itself(agent_backend, sc
         (1, "insight_forge", True), (1, "search_graph", True),
         (2, "interview_entities", True), (2, "search_graph", True)]
     assert tools[0]["arguments"]["question"] == "Why was the North Reservoir closed"
+    # The section's own question gets the deep judged pool (REPORT_QUESTION_CANDIDATES); follow-ups do not.
+    assert tools[0]["arguments"]["candidates"] == config.report_question_candidates == 100
+    assert [("candidates" in t["arguments"]) for t in tools[1:]] == [False, False, False]
     assert tools[2]["arguments"]["questions"] == ["who responded how (the North Reservoir closed)"]
     assert tools[2]["arguments"]["max_entities"] == 2
     edges = {e["uuid"]: e for e in GraphitiAdapter(config).graph.edges(gid, limit=100)["items"]}

@@ -65,6 +65,8 @@ NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model ca
 # Three, not two, since sections are completed after writing (completion.py): the 1.5B no longer
 # drowns in a third result's facts, and the third search is where the crisis causes were found.
 PLANNED_CALLS = 3
+# The tools that search a section's question itself (REPORT_QUESTION_CANDIDATES deepens that search).
+QUESTION_SEARCHING_TOOLS = ("search_graph", "insight_forge")
 
 
 class ToolFailed(Exception):
@@ -87,6 +89,7 @@ class ReportAgent:
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
         self.citation_floor = config.report_citation_floor
+        self.question_candidates = config.report_question_candidates
         self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
         self.labels: dict[str, str] = {}  # uuid -> "F1": the model reads and cites these short labels
         self.by_label: dict[str, str] = {}  # "F1" -> uuid
@@ -244,8 +247,11 @@ class ReportAgent:
         if calls < 1:
             return feedback
         tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
-        feedback.append(self._call(graph_id, draft, tool, parse_tool_arguments(tool, arguments),
-                                   time.perf_counter(), self.budget - 1, planned=True))
+        arguments = parse_tool_arguments(tool, arguments)
+        if tool in QUESTION_SEARCHING_TOOLS and self.question_candidates:  # the section's own question
+            arguments["candidates"] = self.question_candidates
+        feedback.append(self._call(graph_id, draft, tool, arguments, time.perf_counter(), self.budget - 1,
+                                   planned=True))
         for call in range(2, calls + 1):  # each follow-up: a name the latest results brought up
             follow_up = unexplored_names(self._last_names, self._asked(draft), limit=1)
             if not follow_up:
@@ -265,6 +271,8 @@ class ReportAgent:
             nudged_from, (tool, arguments) = tool, recommended
             draft.nudged = True
         arguments["max_chars"] = self.tool_text_chars
+        if not planned:  # the judge's depth is the agent's to set, for the section's own question only
+            arguments.pop("candidates", None)
         if tool == "search_graph":  # a followed name's own facts reach the judge, not only its word matches
             arguments["neighbourhood"] = NEIGHBOURHOOD_ENTITIES
         if "limit" in arguments:

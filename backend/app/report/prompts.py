@@ -66,7 +66,7 @@ SECTION_PROMPT_TAIL = (
 # A call that passes them anyway is still valid.
 # Entity names are hidden too: the model invents them ("government agencies") and interviews no one.
 AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities",
-                          "neighbourhood")
+                          "neighbourhood", "candidates")
 
 
 def section_system_prompt() -> str:

@@ -31,6 +31,8 @@ class Param:
 
 
 _MAX_CHARS = Param("max_chars", "int", "size budget of the text answer", default=None, minimum=500, maximum=50_000)
+_CANDIDATES = Param("candidates", "int", "first-stage candidates the reranker judges for the query (default: "
+                    "RERANKER_CANDIDATES per fact wanted)", default=None, minimum=1, maximum=200)
 
 TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
     "search_graph": (
@@ -39,12 +41,14 @@ TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("scope", "choice", "what to search", default="both", choices=("edges", "nodes", "both")),
         Param("neighbourhood", "int", "the top entities whose facts (and their neighbours') the reranker "
               "judges too; 0: the search's own hits only", default=0, minimum=0, maximum=10),
+        _CANDIDATES,
         _MAX_CHARS,
     ),
     "insight_forge": (
         Param("question", "text", "the question to dig into", required=True, max_chars=1000),
         Param("max_sub_queries", "int", "sub-queries to search, the question included", default=3, maximum=5),
         Param("limit", "int", "facts per sub-query", default=8, maximum=30),
+        _CANDIDATES,
         _MAX_CHARS,
     ),
     "panorama_search": (

@@ -113,11 +113,11 @@ class ReportTools:
 
     def search_graph(self, graph_id: str, query: str, limit: int = 10, scope: str = "both",
                      neighbourhood: int = 0, max_chars: int | None = None,
-                     already_shown: frozenset[str] = frozenset()) -> SearchResult:
+                     already_shown: frozenset[str] = frozenset(), candidates: int | None = None) -> SearchResult:
         """`already_shown`: facts the reader has (the agent's section so far); the answer holds
-        others in their place, and says how many it left out."""
+        others in their place, and says how many it left out. `candidates`: app/graph/search.py."""
         outcome = self.graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
-                                    exclude=already_shown)
+                                    exclude=already_shown, candidates=candidates)
         return SearchResult(graph_id=graph_id, query=query, scope=scope, already_shown=outcome.excluded,
                             facts=[FactView.from_hit(hit, query) for hit in outcome.edges],
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
@@ -135,7 +135,9 @@ class ReportTools:
     # -- InsightForge -------------------------------------------------------------------------
 
     def insight_forge(self, graph_id: str, question: str, max_sub_queries: int = 3, limit: int = 8,
-                      max_chars: int | None = None) -> InsightResult:
+                      max_chars: int | None = None, candidates: int | None = None) -> InsightResult:
+        """`candidates`: how many first-stage candidates the judge reads for the question itself
+        (app/graph/search.py); its sub-queries get the usual number."""
         if not self.graph.exists(graph_id):  # before spending an LLM call on the split
             raise UnknownGraphError(graph_id)
         errors: list[str] = []
@@ -145,8 +147,10 @@ class ReportTools:
         for index, sub_query in enumerate(sub_queries):
             # The question itself also brings the facts around its top entities before the judge:
             # its causes and consequences rarely share its words (app/graph/search.py).
+            question_itself = index == 0
             reranked = self._search_into(merged, graph_id, sub_query, limit, errors,
-                                         neighbourhood=NEIGHBOURHOOD_ENTITIES if index == 0 else 0) or reranked
+                                         neighbourhood=NEIGHBOURHOOD_ENTITIES if question_itself else 0,
+                                         candidates=candidates if question_itself else None) or reranked
         if split_usable:  # slots the split left empty: follow the names the results brought up
             for name in unexplored_names(_names_of(_best_first(merged)), sub_queries,
                                          limit=max_sub_queries - len(sub_queries)):
@@ -160,9 +164,10 @@ class ReportTools:
                              errors=errors, entities_left_out=left_out, **_budget(max_chars))
 
     def _search_into(self, merged: dict[str, FactView], graph_id: str, query: str, limit: int,
-                     errors: list[str], neighbourhood: int = 0) -> bool:
+                     errors: list[str], neighbourhood: int = 0, candidates: int | None = None) -> bool:
         """Search one sub-query and merge its facts; whether the search was reranked."""
-        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges", neighbourhood=neighbourhood)
+        outcome = self.graph.search(graph_id, query, limit=limit, scope="edges", neighbourhood=neighbourhood,
+                                    candidates=candidates)
         if outcome.error:
             errors.append(f"search for {query!r} failed: {outcome.error}")
         for hit in outcome.edges:
