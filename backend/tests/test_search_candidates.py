@@ -8,33 +8,17 @@ import pytest
 
 from app.graph.runtime import GraphitiAdapter
 from app.report.tools import ReportTools
-from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
-from tests.test_search_neighbourhood import FACTS, QUERY
+# The harbor graph (and its fixture) of the neighbourhood tests: many facts share the query's words.
+from tests.test_search_neighbourhood import FACTS, QUERY, harbor, harbor_graph, judge_by_basements  # noqa: F401
 
 ALL = len(FACTS)
 
 
-@pytest.fixture(scope="module")
-def deep_graph():
-    return {}
-
-
-@pytest.fixture
-def harbor(client, deep_graph):
-    if "id" not in deep_graph:
-        graph_id = unique_graph_id("deep")
-        graph = GraphitiAdapter().graph
-        graph.create(graph_id)
-        graph.import_facts(graph_id, FACTS)
-        deep_graph["id"] = graph_id
-    return deep_graph["id"]
-
-
 def judge_favouring(llm, favoured: str = "") -> dict:
+    settings = judge_by_basements(llm)
     llm.responder = judge(lambda query, passage: 0.95 if passage == favoured else 0.2)
-    return dict(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=llm.base_url, RERANKER_MODEL="judge-model",
-                RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5, RERANKER_CACHE_SIZE=0)
+    return settings
 
 
 def search(app, graph_id: str, candidates: int | None = None):
