@@ -161,7 +161,7 @@ def store_key(args: ReportBenchArgs, config: Config) -> str:
                   config.reranker_score_mode, config.reranker_candidates, config.reranker_fusion,
                   config.reranker_fusion_weight),
         agent=(config.report_agent_max_tool_calls, args.search_limit, args.section_max_tokens, args.tool_text_chars,
-               args.planned_calls, config.report_citation_floor),
+               args.planned_calls, config.report_citation_floor, config.report_question_candidates),
         prompts=hashlib.sha256((OUTLINE_PROMPT + SECTION_PROMPT_TAIL).encode()).hexdigest()[:8],
     )
 
@@ -171,8 +171,9 @@ def estimate_calls(requirement: BenchRequirement, config: Config, search_limit: 
     """(agent, judge) model calls at most for one report: every turn a tool call, every candidate judged."""
     turns = requirement.sections * config.report_agent_max_tool_calls
     agent = 1 + requirement.sections + turns * (1 + MODEL_CALLS_PER_TOOL)
-    judge = turns * SEARCHES_PER_TOOL * search_limit * config.reranker_candidates if reranking else 0
-    return agent, judge
+    judge = turns * SEARCHES_PER_TOOL * search_limit * config.reranker_candidates
+    judge += requirement.sections * config.report_question_candidates  # each section's own question, deeper
+    return agent, judge if reranking else 0
 
 
 def run_report_bench(args: ReportBenchArgs, echo: Callable[[str], None] = print,
