@@ -36,6 +36,7 @@ DEFAULT_MAX_DOCUMENT_CHARS = 1000  # passages are cut to this length inside prom
 DEFAULT_CONTEXT_TOKENS = 8192  # the model's context window; larger prompts are refused
 DEFAULT_TASK_TTL_S = 3600.0  # finished background tasks are kept this long
 DEFAULT_TASK_MAX_KEPT = 1000  # and at most this many
+MAX_JUDGED_CANDIDATES = 200  # first-stage candidates one search may have judged (each is one model call)
 
 
 def load_env_file() -> None:
@@ -188,7 +189,7 @@ class Config:
     # ("what caused ..." against "floodwater entered Well 4"): the first stage ranks them 30th to
     # 60th, the judge higher. 100: on the three tuned sample requirements' five section questions the
     # search's top 8 held 14 gold points, against 11 with the usual 16 and 11 with 64 (session 15).
-    # 0 reads the usual number; at most 200 (each is one model call).
+    # 0 reads the usual number; at most MAX_JUDGED_CANDIDATES.
     report_question_candidates: int = 100
 
     # Background tasks (GET /api/tasks/<id>): a finished task is forgotten after TASK_TTL_S, and
@@ -281,7 +282,7 @@ class Config:
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),
             report_citation_floor=_float("REPORT_CITATION_FLOOR", cls.report_citation_floor, 0, 1),
-            report_question_candidates=_int("REPORT_QUESTION_CANDIDATES", cls.report_question_candidates, 0, 200),
+            report_question_candidates=_int("REPORT_QUESTION_CANDIDATES", cls.report_question_candidates, 0, MAX_JUDGED_CANDIDATES),
             task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 0),
             task_max_kept=_int("TASK_MAX_KEPT", cls.task_max_kept, 1),
         )

@@ -112,8 +112,8 @@ def test_config_repr_holds_no_secrets(monkeypatch):
 
 # Every bounded number Config.from_env reads, as config.py declares it: _int("NAME", default, minimum)
 # or _float("NAME", default, minimum[, maximum]). Read from the source so a new bound is tested too.
-_BOUNDED = re.compile(r'_(int|float)\(\s*"([A-Z0-9_]+)",\s*cls\.\w+,\s*([-\d.]+)(?:,\s*([-\d.]+))?\s*\)')
-BOUNDS = [(kind, name, float(low), float(high) if high else None)
+_BOUNDED = re.compile(r'_(int|float)\(\s*"([A-Z0-9_]+)",\s*cls\.\w+,\s*([-\d.]+)(?:,\s*([-\d.]+|[A-Z_]+))?\s*\)')
+BOUNDS = [(kind, name, float(low), float(getattr(config_module, high, high)) if high else None)
           for kind, name, low, high in _BOUNDED.findall(Path(config_module.__file__).read_text())]
 
 

@@ -12,6 +12,7 @@ from app.api.validation import (
     MAX_JSON_DEPTH, MAX_QUERY_CHARS, adapter, choice_field, graph_id_param, int_field, json_depth, json_object,
     known_graph_id, refuse_invalid_text, text_field,
 )
+from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.episodes import chunk_text
 from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
 from app.graph.search import SCOPES
@@ -22,7 +23,6 @@ bp = Blueprint("graph", __name__, url_prefix="/api/graph")
 MAX_FACTS_PER_IMPORT = 5000
 MAX_SEARCH_LIMIT = 100
 MAX_NEIGHBOURHOOD = 10  # entities whose facts a search may add to the judged candidates
-MAX_CANDIDATES = 200  # first-stage candidates one search may have judged (each is one model call)
 MAX_PAGE = 500
 MAX_EPISODE_CHARS = 200_000
 DELETE_WAIT_S = 10.0  # a DELETE answers within this; a longer deletion goes on as a task
@@ -152,7 +152,7 @@ def search(graph_id: str):
     limit = int_field(body, "limit", default=10, minimum=1, maximum=MAX_SEARCH_LIMIT)
     scope = choice_field(body, "scope", default="edges", allowed=SCOPES)
     neighbourhood = int_field(body, "neighbourhood", default=0, minimum=0, maximum=MAX_NEIGHBOURHOOD)
-    candidates = int_field(body, "candidates", default=0, minimum=0, maximum=MAX_CANDIDATES)  # 0: the usual
+    candidates = int_field(body, "candidates", default=0, minimum=0, maximum=MAX_JUDGED_CANDIDATES)  # 0: the usual
     outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
                                      candidates=candidates or None)
     return outcome.to_dict()

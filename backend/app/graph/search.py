@@ -309,7 +309,7 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     fact keeps its rank in the whole order.
     `candidates` (with a reranker): how many first-stage candidates the judge reads, instead of
     RERANKER_CANDIDATES per hit wanted. A deep pool is for a question whose answers share few words
-    with it (a report section's own question): the first stage ranks them far down, the judge does
+    with it (a report section's own question): the first stage ranks them far down, the judge may
     not; the neighbourhood still adds its usual number."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.text_rules import lone_surrogate_problem
 
 
@@ -32,7 +33,8 @@ class Param:
 
 _MAX_CHARS = Param("max_chars", "int", "size budget of the text answer", default=None, minimum=500, maximum=50_000)
 _CANDIDATES = Param("candidates", "int", "first-stage candidates the reranker judges for the query (default: "
-                    "RERANKER_CANDIDATES per fact wanted)", default=None, minimum=1, maximum=200)
+                    "RERANKER_CANDIDATES per fact wanted)", default=None, minimum=1,
+                    maximum=MAX_JUDGED_CANDIDATES)
 
 TOOL_PARAMS: dict[str, tuple[Param, ...]] = {
     "search_graph": (
