@@ -43,7 +43,7 @@ from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
 )
 from app.report.store import ReportStore, new_report_id, now_iso
-from app.report.tool_args import ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.tool_args import TOOL_PARAMS, ToolArgumentError, UnknownToolError, parse_tool_arguments
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, FactJudgement, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
 from app.report.written import check_written, final_answer
@@ -65,8 +65,6 @@ NUDGED_INTERVIEWS = 2  # entities a steered interview asks: each is one model ca
 # Three, not two, since sections are completed after writing (completion.py): the 1.5B no longer
 # drowns in a third result's facts, and the third search is where the crisis causes were found.
 PLANNED_CALLS = 3
-# The tools that search a section's question itself (REPORT_QUESTION_CANDIDATES deepens that search).
-QUESTION_SEARCHING_TOOLS = ("search_graph", "insight_forge")
 
 
 class ToolFailed(Exception):
@@ -248,7 +246,8 @@ class ReportAgent:
             return feedback
         tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
         arguments = parse_tool_arguments(tool, arguments)
-        if tool in QUESTION_SEARCHING_TOOLS and self.question_candidates:  # the section's own question
+        takes_depth = any(param.name == "candidates" for param in TOOL_PARAMS[tool])  # a search of the question
+        if takes_depth and self.question_candidates:
             arguments["candidates"] = self.question_candidates
         feedback.append(self._call(graph_id, draft, tool, arguments, time.perf_counter(), self.budget - 1,
                                    planned=True))
