@@ -52,7 +52,8 @@ def test_tool_use_and_the_table_row_from_records():
         "identical_repeats": 1, "nudged_calls": 1, "invalid_calls": 1, "tool_errors": 0,
         "searches_moved_by_reranker": 1}
     records = [
-        {"gold_recall": 0.5, "gold_covered": 4, "gold_points": 8, "gold_shown": 6, "completion_citations": 2,
+        {"gold_recall": 0.5, "gold_covered": 4, "gold_points": 8, "gold_shown": 6, "gold_in_text": 3,
+         "listed_facts": 2, "completion_citations": 2,
          "unstated_sources": 3, "distractors_cited": 1, "removed_claims": 2,
          "tool_calls": 5, "tool_calls_by_tool": {"search_graph": 3, "insight_forge": 2}, "repeated_queries": 1,
          "identical_repeats": 1, "agent_calls": 12, "judge_calls": 60, "wall_s": 100.0},
@@ -64,6 +65,7 @@ def test_tool_use_and_the_table_row_from_records():
     row = aggregate(records)
     assert row == {
         "reports": 2, "gold_recall": 0.75, "gold_covered": 9, "gold_points": 13, "gold_shown": 11,
+        "gold_in_text": 3, "listed_facts": 2,
         "completion_citations": 2, "unstated_sources": 3, "distractors_cited": 1,
         "removed_claims": 2, "removed_citations": 0, "tool_calls": 7,
         "tool_calls_by_tool": {"insight_forge": 2, "interview_entities": 1, "search_graph": 4},
@@ -138,16 +140,21 @@ def hospital_writer(messages, body):
     return as_json({"sub_queries": []})
 
 
-def expected_from_markdown(markdown: str, item: dict) -> tuple[int, int]:
-    """(gold points covered, distractors cited), read from the report's Sources list."""
-    sources = [line for line in markdown.splitlines() if re.match(r"^- \[[0-9a-f-]{36}\] ", line)]
-    cited = {line.split("] ", 1)[1] for line in sources}
+def expected_from_markdown(markdown: str, item: dict) -> tuple[int, int, int]:
+    """(gold points covered, distractors cited, gold points covered by the text alone), read from the report's
+    Sources list ("- [id] fact (time)") and the facts listed beneath a section ("- fact (time) [id]")."""
+    lines = markdown.splitlines()
+    sources = {line.split("] ", 1)[1] for line in lines if re.match(r"^- \[[0-9a-f-]{36}\] ", line)}
+    listed = {line[2:] for line in lines if re.search(r"\) \[[0-9a-f-]{36}\]$", line)}
 
-    def listed(fact: str) -> bool:
-        return any(entry.startswith(fact + " (") for entry in cited)
+    def among(entries: set[str], fact: str) -> bool:
+        return any(entry.startswith(fact + " (") for entry in entries)
 
-    covered = sum(1 for point in item["gold"] if any(listed(fact) for fact in point["facts"]))
-    return covered, sum(1 for fact in item["distractors"] if listed(fact))
+    def covered(entries: set[str]) -> int:
+        return sum(1 for point in item["gold"] if any(among(entries, fact) for fact in point["facts"]))
+
+    return (covered(sources | listed), sum(1 for fact in item["distractors"] if among(sources | listed, fact)),
+            covered(sources))
 
 
 def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_path):
@@ -177,8 +184,9 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
         (record,) = results["per_report"][label]
         report = output / "graph-data" / "reports" / record["report_id"]
         markdown = (report / "report.md").read_text(encoding="utf-8")
-        covered, distractors = expected_from_markdown(markdown, item)
+        covered, distractors, in_text = expected_from_markdown(markdown, item)
         assert (record["gold_covered"], record["distractors_cited"]) == (covered, distractors)
+        assert record["gold_in_text"] == in_text <= covered
         assert record["gold_recall"] == round(covered / len(item["gold"]), 4) and covered > 0
         assert record["removed_claims"] == 1 and INVENTED not in markdown  # the invented sentence is gone
         assert (record["off_question"], record["off_question_distractors"]) == (0, [])  # a floor of 0 keeps all
@@ -190,11 +198,14 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
             ("interview_entities", True), ("search_graph", True), ("search_graph", True), ("search_graph", False)]
         assert record["tool_calls_by_tool"] == {"interview_entities": 1, "search_graph": 3}
         assert record["repeated_queries"] == 0 and record["wall_s"] > 0 and record["status"] == "done"
-        # The fact only listed is not cited; the completion request offers it (and gets no sentence back).
+        # The fact only named under "sources" is not cited; the completion request offers it (and gets no
+        # sentence back); with a reranker it is then listed beneath the section, which cites it.
         (write,) = [step for step in steps if step["kind"] == "write"]
         (complete,) = [step for step in steps if step["kind"] == "complete"]
-        assert record["unstated_sources"] == 1 and write["unstated_sources"][0] not in markdown
+        listing = label != labels[0]
+        assert record["unstated_sources"] == 1 and (write["unstated_sources"][0] in markdown) is listing
         assert complete["offered"] == ["F1"] and complete["cited"] == []
+        assert record["listed_facts"] == int(listing)
         # Outline, two interviews, the model's search turn, write turn and completion.
         assert record["agent_calls"] == 6
         row = results["settings"][label]

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+import pytest
+
 from app.report.completion import (
-    COMPLETION_FACTS, JUDGED_COMPLETION_FACTS, facts_to_offer, new_sentences, ranked_evidence, within_a_page,
+    COMPLETION_FACTS, JUDGED_COMPLETION_FACTS, facts_to_list, facts_to_offer, new_sentences, ranked_evidence,
+    within_a_page,
 )
 from app.report.agent import start_report
 from app.report.store import ReportStore
@@ -58,6 +61,19 @@ def test_a_judge_of_the_sections_question_orders_the_offer():
     assert judged[-1] == MANY[0] and JUDGED_COMPLETION_FACTS < COMPLETION_FACTS
     assert facts_to_offer(results, cited={A, B, C, D, E}, best_first=reversed_by_the_judge) == []
     assert len(judged) == 2  # nothing left to judge: no call
+
+
+def test_what_is_listed_is_the_judges_best_of_what_nothing_cites_and_nothing_without_a_judge():
+    results = [[A, B, C], [D, E]]
+
+    def by_the_judge(uuids):
+        return [uuid for uuid in (E, C, A, B) if uuid in uuids]  # D: under the floor
+
+    assert facts_to_list(results, cited={C}, best_first=by_the_judge, most=6) == [E, A, B]
+    assert facts_to_list(results, cited={C}, best_first=by_the_judge, most=2) == [E, A]
+    assert facts_to_list(results, cited={C}, best_first=by_the_judge, most=0) == []
+    assert facts_to_list(results, cited=set(), best_first=lambda uuids: None, most=6) == []  # could not judge
+    assert facts_to_list(results, cited={A, B, C, D, E}, best_first=by_the_judge, most=6) == []
 
 
 FACTS = {C: "Inspector Brandt found that the wellhead seal of Well 4 was cracked.",
@@ -148,6 +164,8 @@ def test_a_written_section_gains_a_sentence_for_its_best_uncited_fact(agent_back
     (complete,) = [step for step in steps if step["kind"] == "complete"]
     assert complete["offered"] == expected and complete["cited"] == [expected[0]] and complete["error"] is None
     assert complete["judged"] is False  # no reranker: the offer kept the results' own order
+    assert section["listed"] == [] and "Also found for this question" not in report["markdown"]  # nothing judged
+    assert not [step for step in steps if step["kind"] == "list"]
 
 
 def test_a_failed_completion_leaves_the_section_as_written(agent_backend, scripted_llm):
@@ -164,7 +182,9 @@ def test_a_failed_completion_leaves_the_section_as_written(agent_backend, script
     assert complete["cited"] == [] and complete["chars"] == 0 and "500" in complete["error"]
 
 
-def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_backend, scripted_llm):
+@pytest.mark.parametrize("listed_facts", [6, 0])
+def test_with_a_reranker_the_sections_question_orders_what_is_offered_and_listed(agent_backend, scripted_llm,
+                                                                                 listed_facts):
     question = "How often does the ferry sail?"
     # The judge likes short facts for the section's own question (its part of the requirement), and
     # says nothing useful for any other query.
@@ -176,7 +196,8 @@ def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_back
 
     config, gid = agent_backend(judge_or_chat(judge_score, writer_then_completer), REPORT_AGENT_MAX_TOOL_CALLS=4,
                                 RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs")
+                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs",
+                                REPORT_LISTED_FACTS=str(listed_facts))
     report_id, task = start_report(config, gid, question, max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
@@ -196,3 +217,18 @@ def test_with_a_reranker_the_sections_question_orders_what_is_offered(agent_back
     assert complete["judged"] is True
     (asked,) = [r for r in chat_requests(scripted_llm) if purpose(r.messages) == "completion"]
     assert offered_labels(asked.messages) == complete["offered"]
+    # What the completion did not write, the judge's best first, is listed beneath the section and cited.
+    expected = [label for label in by_the_judge if label not in complete["cited"]][:listed_facts]
+    listing = [step for step in steps if step["kind"] == "list"]
+    assert [step["listed"] for step in listing] == ([expected] if listed_facts else [])
+    assert section["listed"] == [labels[label] for label in expected]
+    assert section["cited"] == section["cited"][:-len(expected) or None] + section["listed"]
+    if not listed_facts:
+        assert "Also found for this question" not in report["markdown"]
+        return
+    assert len(expected) >= 2 and complete["cited"]
+    block = report["markdown"].split("Also found for this question:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.split(" (")[0] for line in block] == [f"- {text[labels[label]]}" for label in expected]
+    assert all(line.endswith(f") [{labels[label]}]") for line, label in zip(block, expected))
+    sources = report["markdown"].split("Sources:\n", 1)[1]
+    assert not any(labels[label] in sources for label in expected)  # each fact shown once, in the list

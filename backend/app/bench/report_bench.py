@@ -161,7 +161,8 @@ def store_key(args: ReportBenchArgs, config: Config) -> str:
                   config.reranker_score_mode, config.reranker_candidates, config.reranker_fusion,
                   config.reranker_fusion_weight),
         agent=(config.report_agent_max_tool_calls, args.search_limit, args.section_max_tokens, args.tool_text_chars,
-               args.planned_calls, config.report_citation_floor, config.report_question_candidates),
+               args.planned_calls, config.report_citation_floor, config.report_question_candidates,
+               config.report_listed_facts),
         prompts=hashlib.sha256((OUTLINE_PROMPT + SECTION_PROMPT_TAIL).encode()).hexdigest()[:8],
     )
 
@@ -267,6 +268,9 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     llm = summary.get("llm") or agent.llm.stats()
     unstated = [uuid for step in report.get("log", []) if step.get("kind") == "write"
                 for uuid in step.get("unstated_sources", [])]
+    listed = {uuid for section in report.get("sections", []) for uuid in section.get("listed", [])}
+    in_text = score_citations([agent.known[uuid].fact for uuid in dict.fromkeys(cited)
+                               if uuid in agent.known and uuid not in listed], requirement)
     off_question = score_citations([agent.known[uuid].fact for section in report.get("sections", [])
                                     for uuid in section.get("off_question", []) if uuid in agent.known], requirement)
     return {
@@ -274,6 +278,8 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
         "title": report.get("title"), "outline": report.get("outline"),
         **score_citations(texts, requirement), **tool_calls_of(report.get("log", [])),
         "gold_shown": shown["gold_covered"],
+        # covered by what the text cites, leaving out the facts listed beneath a section (REPORT_LISTED_FACTS)
+        "gold_in_text": in_text["gold_covered"], "listed_facts": len(listed),
         "completion_citations": sum(len(section.get("completed", [])) for section in report.get("sections", [])),
         # listed under "sources" without being said: not counted as cited (grounding.stated_sources)
         "unstated_sources": len(unstated),
@@ -309,6 +315,7 @@ def build_results(args: ReportBenchArgs, requirements: list[BenchRequirement], s
         "max_tool_calls_per_section": config.report_agent_max_tool_calls, "search_limit": args.search_limit,
         "tool_text_chars": args.tool_text_chars, "section_max_tokens": args.section_max_tokens,
         "planned_calls": args.planned_calls, "citation_floor": config.report_citation_floor,
+        "listed_facts": config.report_listed_facts,
         "command": args.command, "settings": settings, "per_report": per_report, **args.extra,
     }
 
@@ -317,6 +324,7 @@ TABLE = (
     ("reports", "reports", "{}"),
     ("gold recall", "gold_recall", "{:.2f}"),
     ("gold covered", None, None),
+    ("gold in text", None, None),
     ("gold shown", None, None),
     ("distractors cited", "distractors_cited", "{}"),
     ("claims removed", "removed_claims", "{}"),
@@ -338,6 +346,8 @@ def _tools(row: dict) -> str:
 def _cell(row: dict, name: str, key: str | None, pattern: str | None) -> str:
     if name == "gold covered":
         return f"{row.get('gold_covered', 0)}/{row.get('gold_points', 0)}"
+    if name == "gold in text":  # covered without the facts listed beneath sections
+        return f"{row.get('gold_in_text', 0)}/{row.get('gold_points', 0)}"
     if name == "gold shown":  # points some tool showed the writer: what it could have covered
         return f"{row.get('gold_shown', 0)}/{row.get('gold_points', 0)}"
     if name == "tool calls":
@@ -359,13 +369,15 @@ def markdown_table(results: dict) -> str:
 
 
 def per_report_table(results: dict) -> str:
-    lines = ["| setting | requirement | recall | covered | shown | distractors | claims removed | tool calls | "
-             "repeated (identical) | agent calls | judge calls (cached) | wall s |", "|---|---|" + "---:|" * 10]
+    lines = ["| setting | requirement | recall | covered | in text | shown | distractors | claims removed | "
+             "tool calls | repeated (identical) | agent calls | judge calls (cached) | wall s |",
+             "|---|---|" + "---:|" * 11]
     for label, records in results["per_report"].items():
         for record in records:
             lines.append(
                 f"| {label} | {record['qid']} | {record['gold_recall']:.2f} | "
                 f"{record['gold_covered']}/{record['gold_points']} | "
+                f"{record.get('gold_in_text', 0)}/{record['gold_points']} | "
                 f"{record.get('gold_shown', 0)}/{record['gold_points']} | {record['distractors_cited']} | "
                 f"{record['removed_claims']} | {_tools(record)} | {record['repeated_queries']} "
                 f"({record['identical_repeats']}) | {record['agent_calls']} | {record['judge_calls']} "
@@ -377,7 +389,7 @@ def per_report_table(results: dict) -> str:
 def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("graph", "requirements", "agent_model", "judge_model", "max_tool_calls_per_section", "search_limit",
-              "tool_text_chars", "section_max_tokens", "planned_calls", "citation_floor", "date", "machine", "command")
+              "tool_text_chars", "section_max_tokens", "planned_calls", "citation_floor", "listed_facts", "date", "machine", "command")
              if results.get(key) not in (None, "")]
     missed = [f"- {label} / {record['qid']}: missed " + "; ".join(record["missed_points"])
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")

@@ -88,6 +88,8 @@ def aggregate(records: list[dict]) -> dict[str, Any]:
         "gold_covered": int(total("gold_covered")),
         "gold_points": int(total("gold_points")),
         "gold_shown": int(total("gold_shown")),
+        "gold_in_text": int(total("gold_in_text")),
+        "listed_facts": int(total("listed_facts")),
         "completion_citations": int(total("completion_citations")),
         "unstated_sources": int(total("unstated_sources")),
         "distractors_cited": int(total("distractors_cited")),

@@ -16,7 +16,8 @@ With a reranker, the section's question then judges what the section cites, and 
 under REPORT_CITATION_FLOOR loses its citation (citation_floor.py). Once written, a section is
 offered, in one short request, the best facts of its own results that the report does not cite yet
 (with a reranker, as it judges them against the section's question, none under the floor), and keeps
-the added sentences that say what one of them says (completion.py).
+the added sentences that say what one of them says (completion.py); with a reranker, the facts the
+question still judges best that nothing cites are then listed beneath the section (REPORT_LISTED_FACTS).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
@@ -25,12 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.citation_floor import without_citations
-from app.report.completion import facts_to_offer, new_sentences, ranked_evidence, within_a_page
+from app.report.completion import facts_to_list, facts_to_offer, new_sentences, ranked_evidence, within_a_page
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
@@ -88,6 +89,7 @@ class ReportAgent:
         self.budget = config.report_agent_max_tool_calls
         self.citation_floor = config.report_citation_floor
         self.question_candidates = config.report_question_candidates
+        self.listed_facts = config.report_listed_facts
         self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
         self.labels: dict[str, str] = {}  # uuid -> "F1": the model reads and cites these short labels
         self.by_label: dict[str, str] = {}  # "F1" -> uuid
@@ -438,11 +440,11 @@ class ReportAgent:
 
     def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:
         """Hold a written section's citations to its question (citation_floor.py), then offer it the
-        best-ranked facts of its results that the report does not cite yet (completion.py); the
-        sentences that cite one of them are added to it."""
+        best-ranked facts of its results that the report does not cite yet (completion.py): the
+        sentences that cite one of them are added to it, and with a reranker the best of the rest are
+        listed beneath it."""
         if draft.written_by != "model" or not draft.cited:
             return
-        started = time.perf_counter()
         question = plan.part or draft.goal
         judgement = self.tools.judge_facts(question, [self.known[uuid] for uuid in draft.cited + [
             uuid for uuid in ranked_evidence(draft.evidence) if uuid not in draft.cited]])
@@ -458,8 +460,14 @@ class ReportAgent:
                 if fact.uuid in wanted and not judgement.below(fact.uuid, self.citation_floor)]
 
         offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=judged)
-        if not offered:
-            return
+        if offered:
+            self._offer(draft, plan, offered, judged=judgement is not None)
+        if judgement is not None:
+            self._list_unwritten(draft, judged)
+
+    def _offer(self, draft: SectionDraft, plan: SectionPlan, offered: list[str], judged: bool) -> None:
+        """Ask the model for sentences on the `offered` facts; keep those that cite one and say what it says."""
+        started = time.perf_counter()
         goal = draft.goal + (f" (it answers: {plan.part})" if plan.part and plan.part != draft.goal else "")
         messages = prompts.completion_messages(goal, [self._with_labels(self.known[uuid].line()) for uuid in offered])
         answer = ""
@@ -478,10 +486,17 @@ class ReportAgent:
             draft.content += "\n\n" + added
             draft.cited += cited
             draft.completed = cited
-        self._log("complete", duration_ms=_ms(started), judged=judgement is not None,
+        self._log("complete", duration_ms=_ms(started), judged=judged,
                   offered=[self.labels[uuid] for uuid in offered],
                   cited=[self.labels[uuid] for uuid in cited], chars=len(added), error=problem or None,
                   answer=answer[:500])
+
+    def _list_unwritten(self, draft: SectionDraft, judged: Callable[[list[str]], list[str] | None]) -> None:
+        """List beneath the section the facts its question judged best that the report still does not cite."""
+        draft.listed = facts_to_list(draft.evidence, self._cited | set(draft.cited), judged, self.listed_facts)
+        draft.cited += draft.listed
+        if draft.listed:
+            self._log("list", listed=[self.labels[uuid] for uuid in draft.listed])
 
     def _hold_to_question(self, draft: SectionDraft, judgement: FactJudgement) -> None:
         """Take out the citations of facts the section's question scores under the floor, and the

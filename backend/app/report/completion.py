@@ -10,6 +10,11 @@ planted fact brought up) puts its first facts as high as the section's main sear
 round-robin over results those took the offer's places and the section's own evidence further down
 its list (an apology, the new two-hour alerts) was never offered. Without a reranker the order is
 each result's first fact, then each one's second, and so on.
+
+Offered again, the 1.5B still leaves some out (session 15: residents' question showed three gold
+facts, the offer held two, the addition cited neither). With a reranker, what the judge ranks best
+for the section and the text still does not cite is listed beneath the section, each fact in its
+own words with its time (REPORT_LISTED_FACTS), so the report holds it even when the prose does not.
 """
 
 from __future__ import annotations
@@ -53,6 +58,16 @@ def facts_to_offer(results: list[list[str]], cited: set[str],
     uncited = [uuid for uuid in ranked_evidence(results) if uuid not in cited]
     judged = best_first(uncited) if best_first and uncited else None
     return judged[:JUDGED_COMPLETION_FACTS] if judged is not None else uncited[:COMPLETION_FACTS]
+
+
+def facts_to_list(results: list[list[str]], cited: set[str], best_first: Callable[[list[str]], list[str] | None],
+                  most: int) -> list[str]:
+    """Up to `most` of the section's facts that the report still does not cite after completion, in
+    `best_first`'s order (the section's question judging them); none when it could not judge. Without
+    a judge nothing vouches for a fact the writer did not use, so nothing is listed."""
+    uncited = [uuid for uuid in ranked_evidence(results) if uuid not in cited]
+    judged = best_first(uncited) if uncited and most else None
+    return judged[:most] if judged is not None else []
 
 
 def new_sentences(addition: str, section: str, offered: dict[str, str]) -> str:

@@ -32,6 +32,7 @@ class SectionDraft:
     shown: set[str] = field(default_factory=set)  # facts the section's conversation holds
     evidence: list[list[str]] = field(default_factory=list)  # per tool result, shown facts within a page, best first
     completed: list[str] = field(default_factory=list)  # facts cited by sentences added after writing
+    listed: list[str] = field(default_factory=list)  # best judged facts the text left out, listed beneath it
     off_question: list[str] = field(default_factory=list)  # citations taken out: under the floor for its question
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
@@ -46,11 +47,16 @@ def note_if_uncited(draft: SectionDraft) -> None:
 
 
 def section_markdown(draft: SectionDraft, known: dict[str, FactView]) -> str:
-    """The section as the report shows it: heading, text, and the facts it cites with their times."""
+    """The section as the report shows it: heading, text, the facts listed beneath it, and the facts the
+    text cites, each with its time."""
     lines = [f"## {draft.index}. {draft.title}", "", draft.content]
-    if draft.cited:
+    if draft.listed:
+        lines += ["", "Also found for this question:"]
+        lines += [f"- {known[uuid].fact} ({known[uuid].time_label()}) [{uuid}]" for uuid in draft.listed]
+    sources = [uuid for uuid in draft.cited if uuid not in draft.listed]
+    if sources:
         lines += ["", "Sources:"]
-        lines += [f"- [{uuid}] {known[uuid].fact} ({known[uuid].time_label()})" for uuid in draft.cited]
+        lines += [f"- [{uuid}] {known[uuid].fact} ({known[uuid].time_label()})" for uuid in sources]
     return "\n".join(lines) + "\n"
 
 
@@ -66,7 +72,8 @@ def section_entry(draft: SectionDraft, file: str) -> dict[str, Any]:
             "written_by": draft.written_by, "tool_calls": draft.tool_calls, "tools_used": draft.tools_used,
             "tool_hint": draft.tool_hint, "nudged": draft.nudged, "reminded_to_cite": draft.reminded_to_cite,
             "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
-            "cited": draft.cited, "completed": draft.completed, "off_question": draft.off_question,
+            "cited": draft.cited, "completed": draft.completed, "listed": draft.listed,
+            "off_question": draft.off_question,
             "removed_citations": draft.removed_citations, "removed_claims": draft.removed_claims}
 
 
