@@ -389,7 +389,8 @@ def per_report_table(results: dict) -> str:
 def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("graph", "requirements", "agent_model", "judge_model", "max_tool_calls_per_section", "search_limit",
-              "tool_text_chars", "section_max_tokens", "planned_calls", "citation_floor", "listed_facts", "date", "machine", "command")
+              "tool_text_chars", "section_max_tokens", "planned_calls", "citation_floor", "listed_facts", "date",
+              "machine", "command")
              if results.get(key) not in (None, "")]
     missed = [f"- {label} / {record['qid']}: missed " + "; ".join(record["missed_points"])
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")
