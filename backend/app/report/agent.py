@@ -31,7 +31,9 @@ from typing import Any, Callable
 from app.config import Config
 from app.report import prompts as prompts
 from app.report.citation_floor import without_citations
-from app.report.completion import facts_to_list, facts_to_offer, new_sentences, ranked_evidence, within_a_page
+from app.report.completion import (
+    facts_to_list, facts_to_offer, new_sentences, uncited_evidence, within_a_page,
+)
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
@@ -446,8 +448,8 @@ class ReportAgent:
         if draft.written_by != "model" or not draft.cited:
             return
         question = plan.part or draft.goal
-        judgement = self.tools.judge_facts(question, [self.known[uuid] for uuid in draft.cited + [
-            uuid for uuid in ranked_evidence(draft.evidence) if uuid not in draft.cited]])
+        judgement = self.tools.judge_facts(question, [self.known[uuid] for uuid in draft.cited + uncited_evidence(
+            draft.evidence, draft.cited)])
         if judgement is not None:
             self._hold_to_question(draft, judgement)
         if not draft.cited:

@@ -50,12 +50,17 @@ def ranked_evidence(results: list[list[str]]) -> list[str]:
     return list(order)
 
 
+def uncited_evidence(results: list[list[str]], cited: set[str] | list[str]) -> list[str]:
+    """The section's facts in `ranked_evidence` order, without those in `cited`."""
+    return [uuid for uuid in ranked_evidence(results) if uuid not in cited]
+
+
 def facts_to_offer(results: list[list[str]], cited: set[str],
                    best_first: Callable[[list[str]], list[str] | None] | None = None) -> list[str]:
     """The best facts of the section's results that the report does not cite yet: the first
     JUDGED_COMPLETION_FACTS in `best_first`'s order of them (the section's question judging them;
     None when it could not), else the first COMPLETION_FACTS in `ranked_evidence` order."""
-    uncited = [uuid for uuid in ranked_evidence(results) if uuid not in cited]
+    uncited = uncited_evidence(results, cited)
     judged = best_first(uncited) if best_first and uncited else None
     return judged[:JUDGED_COMPLETION_FACTS] if judged is not None else uncited[:COMPLETION_FACTS]
 
@@ -65,7 +70,7 @@ def facts_to_list(results: list[list[str]], cited: set[str], best_first: Callabl
     """Up to `most` of the section's facts that the report still does not cite after completion, in
     `best_first`'s order (the section's question judging them); none when it could not judge. Without
     a judge nothing vouches for a fact the writer did not use, so nothing is listed."""
-    uncited = [uuid for uuid in ranked_evidence(results) if uuid not in cited]
+    uncited = uncited_evidence(results, cited)
     judged = best_first(uncited) if uncited and most else None
     return judged[:most] if judged is not None else []
 
