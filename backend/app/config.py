@@ -184,6 +184,10 @@ class Config:
     # question, and a fact it scores under this floor is not cited (0 turns it off). 0.02: the judge
     # is all but sure the fact does not help (P(yes) in logprobs mode; a grade or score of 0 otherwise).
     report_citation_floor: float = 0.02
+    # With the floor, a fact must also clear it for the section's question with its names taken out
+    # ("what part did it play in the outbreak"), so a fact that shares only a name with the question
+    # is not cited or listed (app/report/citation_floor.py). One more judgement per section.
+    report_floor_without_names: bool = True
     # With a reranker, the first-stage candidates the judge reads for a section's own question (its
     # opening search, or InsightForge's search of the question itself); other searches read the usual
     # RERANKER_CANDIDATES per hit. A section's answers often share few words with its question
@@ -290,6 +294,7 @@ class Config:
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),
             report_citation_floor=_float("REPORT_CITATION_FLOOR", cls.report_citation_floor, 0, 1),
+            report_floor_without_names=_choice("REPORT_FLOOR_WITHOUT_NAMES", "on", ("on", "off")) == "on",
             report_question_candidates=_int("REPORT_QUESTION_CANDIDATES", cls.report_question_candidates, 0, MAX_JUDGED_CANDIDATES),
             report_listed_facts=_int("REPORT_LISTED_FACTS", cls.report_listed_facts, 0, MAX_LISTED_FACTS),
             task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 0),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.report.agent import start_report
-from app.report.citation_floor import without_citations
+from app.report.citation_floor import lower_of, without_citations, without_names
 from app.report.store import ReportStore
-from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, purpose
+from app.report.tools import FactJudgement
+from app.report.views import FactView
+from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, judge_requests, purpose
 from tests.test_report_agent import agent_backend, fact_shown, seen_fact_ids, wait_for, writes_at_once  # noqa: F401
 
 A, B, C = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 4))
@@ -75,3 +79,84 @@ def test_a_floor_of_zero_keeps_every_citation(agent_backend, scripted_llm):
     assert set(off_topic) <= set(section["cited"]) and section["off_question"] == []
     assert OFF_TOPIC in report["markdown"]
     assert not [step for step in report["log"] if step["kind"] == "off_question"]
+
+
+@pytest.mark.parametrize("question, plain", [
+    ("What part did the Lindgren Dairy Farm play in the outbreak", "What part did it play in the outbreak"),
+    ("How did St. Brigid's Hospital respond to the outbreak of illness",
+     "How did it respond to the outbreak of illness"),
+    ("Where does the PFAS in Port Alder's drinking water come from",
+     "Where does the PFAS in its drinking water come from"),
+    ("What happened in March 2025 at Well 4", "What happened in March 2025 at it"),
+    ("How often does the Harbor Ferry sail?", "How often does it sail?"),
+    ("how did those businesses respond", None),  # no name: the question as asked is all there is
+    ("Who is Sofia Marques", None),  # "Who is it" leaves nothing to judge on
+])
+def test_without_names_replaces_each_name_by_a_pronoun(question, plain):
+    assert without_names(question) == plain
+
+
+def test_lower_of_keeps_the_order_as_asked_and_the_lower_score():
+    facts = [FactView(uuid=uuid, fact=uuid, relation="", source="", target="", source_uuid="", target_uuid="")
+             for uuid in (A, B, C)]
+    as_asked = FactJudgement(facts, {A: 0.6, B: 0.059, C: 0.3})
+    without = FactJudgement(list(reversed(facts)), {A: 0.7, B: 0.013})  # C: not judged without names
+    lower = lower_of(as_asked, without)
+    assert [fact.uuid for fact in lower.best_first] == [A, B, C]
+    assert lower.scores == {A: 0.6, B: 0.013, C: 0.3}
+    assert lower.below(B, 0.02) and not lower.below(C, 0.02)
+    assert lower_of(as_asked, None) is as_asked
+
+
+FERRY = "How often does the Harbor Ferry sail?"
+PLAIN = "How often does it sail"  # the section's question (the requirement's part) without its name
+
+
+def judge_names(query: str, passage: str) -> float:
+    """A judge fooled by names: any Harbor fact is related to a Harbor question; without the name only
+    the ferry's timetable answers it."""
+    if "Harbor" in query:
+        return 0.5 if "Harbor" in passage else 0.3
+    return 0.5 if "every hour" in passage else 0.005
+
+
+def cites_everything(messages, body):
+    if purpose(messages) == "section":
+        return as_json({"action": "write", "content": " ".join(
+            f"{fact_shown(messages, label)} [{label}]." for label in dict.fromkeys(seen_fact_ids(messages)))})
+    return writes_at_once(messages, body)
+
+
+def report_on_the_ferry(agent_backend, scripted_llm, **env):
+    config, gid = agent_backend(judge_or_chat(judge_names, cites_everything), REPORT_AGENT_MAX_TOOL_CALLS=4,
+                                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", **env)
+    report_id, task = start_report(config, gid, FERRY, max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    text = {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
+            for fact in step["search"]["facts"]}
+    (section,) = report["sections"]
+    (write,) = [step for step in report["log"] if step["kind"] == "write"]
+    named = [uuid for uuid in write["cited"] if "Harbor" in text[uuid] and "every hour" not in text[uuid]]
+    assert named and any("every hour" in text[uuid] for uuid in write["cited"])  # the writer cited both
+    return report, section, named, text
+
+
+def test_facts_that_share_only_a_name_with_the_question_are_not_cited_or_listed(agent_backend, scripted_llm):
+    report, section, named, text = report_on_the_ferry(agent_backend, scripted_llm)
+    assert section["judged_without_names"] == PLAIN
+    assert set(named) <= set(section["off_question"])
+    assert [text[uuid] for uuid in section["cited"]] == [
+        "The Harbor Ferry connects the town to Harbor Island every hour"]
+    assert not set(named) & set(section["listed"])
+    asked = {request.judge_fields[0] for request in judge_requests(scripted_llm)}
+    assert {FERRY.rstrip("?"), PLAIN} <= asked
+    assert "Bakery" not in report["markdown"]
+
+
+def test_the_floor_without_names_can_be_turned_off(agent_backend, scripted_llm):
+    report, section, named, text = report_on_the_ferry(agent_backend, scripted_llm, REPORT_FLOOR_WITHOUT_NAMES="off")
+    assert section["judged_without_names"] is None and section["off_question"] == []
+    assert set(named) <= set(section["cited"])
+    assert PLAIN not in {request.judge_fields[0] for request in judge_requests(scripted_llm)}

@@ -13,7 +13,8 @@ search replaced by the recommended tool. Citations of facts no tool showed are r
 text, and a sentence left with no real citation is removed with them (written.py); a section that
 cites no fact at all is replaced by a note saying so (its sentences are counted as removed claims).
 With a reranker, the section's question then judges what the section cites, and a fact it scores
-under REPORT_CITATION_FLOOR loses its citation (citation_floor.py). Once written, a section is
+under REPORT_CITATION_FLOOR, as asked or with its names taken out, loses its citation
+(citation_floor.py). Once written, a section is
 offered, in one short request, the best facts of its own results that the report does not cite yet
 (with a reranker, as it judges them against the section's question, none under the floor), and keeps
 the added sentences that say what one of them says (completion.py); with a reranker, the facts the
@@ -30,7 +31,7 @@ from typing import Any, Callable
 
 from app.config import Config
 from app.report import prompts as prompts
-from app.report.citation_floor import without_citations
+from app.report.citation_floor import lower_of, without_citations, without_names
 from app.report.completion import (
     facts_to_list, facts_to_offer, new_sentences, uncited_evidence, within_a_page,
 )
@@ -90,6 +91,7 @@ class ReportAgent:
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
         self.citation_floor = config.report_citation_floor
+        self.floor_without_names = config.report_floor_without_names
         self.question_candidates = config.report_question_candidates
         self.listed_facts = config.report_listed_facts
         self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
@@ -448,7 +450,7 @@ class ReportAgent:
         if draft.written_by != "model" or not draft.cited:
             return
         question = plan.part or draft.goal
-        judgement = self.tools.judge_facts(question, [self.known[uuid] for uuid in draft.cited + uncited_evidence(
+        judgement = self._judge(draft, question, [self.known[uuid] for uuid in draft.cited + uncited_evidence(
             draft.evidence, draft.cited)])
         if judgement is not None:
             self._hold_to_question(draft, judgement)
@@ -466,6 +468,16 @@ class ReportAgent:
             self._offer(draft, plan, offered, judged=judgement is not None)
         if judgement is not None:
             self._list_unwritten(draft, judged)
+
+    def _judge(self, draft: SectionDraft, question: str, facts: list[FactView]) -> FactJudgement | None:
+        """The question's judgement of `facts`; with REPORT_FLOOR_WITHOUT_NAMES each score is the lower
+        of the question's as asked and without its names (citation_floor.py)."""
+        judgement = self.tools.judge_facts(question, facts)
+        plain = without_names(question) if self.floor_without_names and self.citation_floor else None
+        if judgement is None or plain is None:
+            return judgement
+        draft.judged_without_names = plain
+        return lower_of(judgement, self.tools.judge_facts(plain, facts))
 
     def _offer(self, draft: SectionDraft, plan: SectionPlan, offered: list[str], judged: bool) -> None:
         """Ask the model for sentences on the `offered` facts; keep those that cite one and say what it says."""
@@ -488,7 +500,7 @@ class ReportAgent:
             draft.content += "\n\n" + added
             draft.cited += cited
             draft.completed = cited
-        self._log("complete", duration_ms=_ms(started), judged=judged,
+        self._log("complete", duration_ms=_ms(started), judged=judged, without_names=draft.judged_without_names,
                   offered=[self.labels[uuid] for uuid in offered],
                   cited=[self.labels[uuid] for uuid in cited], chars=len(added), error=problem or None,
                   answer=answer[:500])

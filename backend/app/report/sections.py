@@ -34,6 +34,7 @@ class SectionDraft:
     completed: list[str] = field(default_factory=list)  # facts cited by sentences added after writing
     listed: list[str] = field(default_factory=list)  # best judged facts the text left out, listed beneath it
     off_question: list[str] = field(default_factory=list)  # citations taken out: under the floor for its question
+    judged_without_names: str | None = None  # the question without its names, when the floor judged that too
     cited: list[str] = field(default_factory=list)
     removed_citations: list[str] = field(default_factory=list)
     removed_claims: list[str] = field(default_factory=list)
@@ -73,7 +74,7 @@ def section_entry(draft: SectionDraft, file: str) -> dict[str, Any]:
             "tool_hint": draft.tool_hint, "nudged": draft.nudged, "reminded_to_cite": draft.reminded_to_cite,
             "invalid_calls": draft.invalid_calls, "repeated_queries": draft.repeated_queries,
             "cited": draft.cited, "completed": draft.completed, "listed": draft.listed,
-            "off_question": draft.off_question,
+            "off_question": draft.off_question, "judged_without_names": draft.judged_without_names,
             "removed_citations": draft.removed_citations, "removed_claims": draft.removed_claims}
 
 
