@@ -160,3 +160,35 @@ def test_the_floor_without_names_can_be_turned_off(agent_backend, scripted_llm):
     assert section["judged_without_names"] is None and section["off_question"] == []
     assert set(named) <= set(section["cited"])
     assert PLAIN not in {request.judge_fields[0] for request in judge_requests(scripted_llm)}
+
+
+def cites_two(messages, body):
+    """Cites the first two facts it was shown and nothing else."""
+    if purpose(messages) == "section":
+        return as_json({"action": "write", "content": " ".join(
+            f"{fact_shown(messages, label)} [{label}]." for label in seen_fact_ids(messages)[:2])})
+    return writes_at_once(messages, body)
+
+
+def judge_leaning_off(query: str, passage: str) -> float:
+    """Above the citation floor for bakery facts, but under the floor for facts the agent adds."""
+    return 0.03 if OFF_TOPIC in passage else 0.5
+
+
+@pytest.mark.parametrize("added_floor, bakery_added", [("0.05", False), ("0.02", True)])
+def test_the_agent_adds_only_facts_the_judge_leans_towards(agent_backend, scripted_llm, added_floor, bakery_added):
+    config, gid = agent_backend(judge_or_chat(judge_leaning_off, cites_two), REPORT_AGENT_MAX_TOOL_CALLS=4,
+                                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs",
+                                REPORT_ADDED_FACTS_FLOOR=added_floor, REPORT_LISTED_FACTS=20)
+    report_id, task = start_report(config, gid, QUESTION, max_sections=1)
+    assert wait_for(task.task_id)["state"] == "done"
+    report = ReportStore(config.data_dir).read(report_id)
+    text = {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
+            for fact in step["search"]["facts"]}
+    assert any(OFF_TOPIC in fact for fact in text.values())  # the searches did show bakery facts
+    (section,) = report["sections"]
+    added = section["completed"] + section["listed"]
+    assert added  # facts at 0.5 are added either way
+    assert any(OFF_TOPIC in text[uuid] for uuid in added) is bakery_added
+    assert section["off_question"] == []  # nothing the writer cited was under REPORT_CITATION_FLOOR

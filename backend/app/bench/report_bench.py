@@ -162,7 +162,7 @@ def store_key(args: ReportBenchArgs, config: Config) -> str:
                   config.reranker_fusion_weight),
         agent=(config.report_agent_max_tool_calls, args.search_limit, args.section_max_tokens, args.tool_text_chars,
                args.planned_calls, config.report_citation_floor, config.report_question_candidates,
-               config.report_listed_facts, config.report_floor_without_names),
+               config.report_listed_facts, config.report_floor_without_names, config.report_added_facts_floor),
         prompts=hashlib.sha256((OUTLINE_PROMPT + SECTION_PROMPT_TAIL).encode()).hexdigest()[:8],
     )
 
@@ -316,6 +316,7 @@ def build_results(args: ReportBenchArgs, requirements: list[BenchRequirement], s
         "tool_text_chars": args.tool_text_chars, "section_max_tokens": args.section_max_tokens,
         "planned_calls": args.planned_calls, "citation_floor": config.report_citation_floor,
         "listed_facts": config.report_listed_facts, "floor_without_names": config.report_floor_without_names,
+        "added_facts_floor": config.report_added_facts_floor,
         "command": args.command, "settings": settings, "per_report": per_report, **args.extra,
     }
 
@@ -390,7 +391,7 @@ def markdown_report(results: dict) -> str:
     facts = [f"- {key}: {results[key]}" for key in
              ("graph", "requirements", "agent_model", "judge_model", "max_tool_calls_per_section", "search_limit",
               "tool_text_chars", "section_max_tokens", "planned_calls", "citation_floor", "floor_without_names",
-              "listed_facts", "date", "machine", "command")
+              "added_facts_floor", "listed_facts", "date", "machine", "command")
              if results.get(key) not in (None, "")]
     missed = [f"- {label} / {record['qid']}: missed " + "; ".join(record["missed_points"])
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")

@@ -14,11 +14,11 @@ text, and a sentence left with no real citation is removed with them (written.py
 cites no fact at all is replaced by a note saying so (its sentences are counted as removed claims).
 With a reranker, the section's question then judges what the section cites, and a fact it scores
 under REPORT_CITATION_FLOOR, as asked or with its names taken out, loses its citation
-(citation_floor.py). Once written, a section is
-offered, in one short request, the best facts of its own results that the report does not cite yet
-(with a reranker, as it judges them against the section's question, none under the floor), and keeps
-the added sentences that say what one of them says (completion.py); with a reranker, the facts the
-question still judges best that nothing cites are then listed beneath the section (REPORT_LISTED_FACTS).
+(citation_floor.py). Once written, a section is offered, in one short request, the best facts of its
+own results that the report does not cite yet (with a reranker, as it judges them against the
+section's question, none under REPORT_ADDED_FACTS_FLOOR), and keeps the added sentences that say what
+one of them says (completion.py); with a reranker, the facts the question still judges best that
+nothing cites are then listed beneath the section (REPORT_LISTED_FACTS).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
@@ -91,6 +91,7 @@ class ReportAgent:
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
         self.citation_floor = config.report_citation_floor
+        self.added_facts_floor = max(config.report_added_facts_floor, config.report_citation_floor)
         self.floor_without_names = config.report_floor_without_names
         self.question_candidates = config.report_question_candidates
         self.listed_facts = config.report_listed_facts
@@ -461,7 +462,7 @@ class ReportAgent:
             wanted = set(uuids)
             return None if judgement is None else [
                 fact.uuid for fact in judgement.best_first
-                if fact.uuid in wanted and not judgement.below(fact.uuid, self.citation_floor)]
+                if fact.uuid in wanted and not judgement.below(fact.uuid, self.added_facts_floor)]
 
         offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=judged)
         if offered:
@@ -473,7 +474,7 @@ class ReportAgent:
         """The question's judgement of `facts`; with REPORT_FLOOR_WITHOUT_NAMES each score is the lower
         of the question's as asked and without its names (citation_floor.py)."""
         judgement = self.tools.judge_facts(question, facts)
-        plain = without_names(question) if self.floor_without_names and self.citation_floor else None
+        plain = without_names(question) if self.floor_without_names and self.added_facts_floor else None
         if judgement is None or plain is None:
             return judgement
         draft.judged_without_names = plain
