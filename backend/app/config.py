@@ -193,7 +193,8 @@ class Config:
     # above, without its names; the writer's own citations only need REPORT_CITATION_FLOOR. Adding asks
     # the judge to lean towards the fact, keeping only asks it not to rule the fact out. 0.05: on the
     # three tuned sample requirements (session 16's reports replayed) the gold facts completion could add
-    # scored 0.087 and more, the planted one it added (AquaPure's water for the polo club) 0.032.
+    # scored 0.087 and more for their own part (a cause scored 0.023 for the responses part, 0.100 for
+    # the causes), the planted one it added (AquaPure's water for the polo club) 0.032.
     report_added_facts_floor: float = 0.05
     # With a reranker, the first-stage candidates the judge reads for a section's own question (its
     # opening search, or InsightForge's search of the question itself); other searches read the usual
