@@ -41,15 +41,20 @@ def judge_score(query: str, passage: str) -> float:
     return 0.005 if OFF_TOPIC in passage else 0.5
 
 
-def report_with_floor(agent_backend, scripted_llm, **env):
-    config, gid = agent_backend(judge_or_chat(judge_score, cites_the_bakery), REPORT_AGENT_MAX_TOOL_CALLS=4,
+def judged_report(agent_backend, scripted_llm, score_fn, writer, question: str, **env) -> tuple[dict, dict]:
+    """A one-section report on `question` with `score_fn` as the judge; (the stored report, fact texts by uuid)."""
+    config, gid = agent_backend(judge_or_chat(score_fn, writer), REPORT_AGENT_MAX_TOOL_CALLS=4,
                                 RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
                                 RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", **env)
-    report_id, task = start_report(config, gid, QUESTION, max_sections=1)
+    report_id, task = start_report(config, gid, question, max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
     report = ReportStore(config.data_dir).read(report_id)
-    text = {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
-            for fact in step["search"]["facts"]}
+    return report, {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
+                    for fact in step["search"]["facts"]}
+
+
+def report_with_floor(agent_backend, scripted_llm, **env):
+    report, text = judged_report(agent_backend, scripted_llm, judge_score, cites_the_bakery, QUESTION, **env)
     (write,) = [step for step in report["log"] if step["kind"] == "write"]
     off_topic = [uuid for uuid in write["cited"] if OFF_TOPIC in text[uuid]]
     assert off_topic and len(write["cited"]) > len(off_topic)  # the writer did cite both kinds
@@ -128,14 +133,7 @@ def cites_everything(messages, body):
 
 
 def report_on_the_ferry(agent_backend, scripted_llm, **env):
-    config, gid = agent_backend(judge_or_chat(judge_names, cites_everything), REPORT_AGENT_MAX_TOOL_CALLS=4,
-                                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", **env)
-    report_id, task = start_report(config, gid, FERRY, max_sections=1)
-    assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
-    text = {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
-            for fact in step["search"]["facts"]}
+    report, text = judged_report(agent_backend, scripted_llm, judge_names, cites_everything, FERRY, **env)
     (section,) = report["sections"]
     (write,) = [step for step in report["log"] if step["kind"] == "write"]
     named = [uuid for uuid in write["cited"] if "Harbor" in text[uuid] and "every hour" not in text[uuid]]
@@ -177,15 +175,8 @@ def judge_leaning_off(query: str, passage: str) -> float:
 
 @pytest.mark.parametrize("added_floor, bakery_added", [("0.05", False), ("0.02", True)])
 def test_the_agent_adds_only_facts_the_judge_leans_towards(agent_backend, scripted_llm, added_floor, bakery_added):
-    config, gid = agent_backend(judge_or_chat(judge_leaning_off, cites_two), REPORT_AGENT_MAX_TOOL_CALLS=4,
-                                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                                RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs",
-                                REPORT_ADDED_FACTS_FLOOR=added_floor, REPORT_LISTED_FACTS=20)
-    report_id, task = start_report(config, gid, QUESTION, max_sections=1)
-    assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
-    text = {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
-            for fact in step["search"]["facts"]}
+    report, text = judged_report(agent_backend, scripted_llm, judge_leaning_off, cites_two, QUESTION,
+                                 REPORT_ADDED_FACTS_FLOOR=added_floor, REPORT_LISTED_FACTS=20)
     assert any(OFF_TOPIC in fact for fact in text.values())  # the searches did show bakery facts
     (section,) = report["sections"]
     added = section["completed"] + section["listed"]
