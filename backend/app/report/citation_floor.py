@@ -24,6 +24,7 @@ import re
 
 from app.report.planning import content_words
 from app.report.protocol import drop_sentences
+from app.report.time_words import MONTHS
 from app.report.tools import FactJudgement
 from app.report.views import UUID_PATTERN
 
@@ -31,8 +32,8 @@ from app.report.views import UUID_PATTERN
 # them included: "St. Brigid's Hospital", "the Lindgren Dairy Farm", "Well 4". Acronyms such as PFAS
 # and "E. coli" are what a question is about, not who, so they stay.
 _NAME = re.compile(r"\b(?:the\s+)?[A-Z][a-z][\w.\-]*(?:'s)?(?:\s+(?:[A-Z][a-z][\w.\-]*|[A-Z]\.|\d+)(?:'s)?)*")
-_NOT_NAMES = frozenset("""january february march april may june july august september october november december
-monday tuesday wednesday thursday friday saturday sunday""".split())
+_NOT_NAMES = frozenset(month.lower() for month in MONTHS) | frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday".split())
 MIN_WORDS_WITHOUT_NAMES = 2  # fewer ("Who is it") leaves the judge nothing to read but the pronoun
 
 # What a dropped id leaves in a bracket of citations: "[, b]", "[a, ]", "[a, , b]" or "[]".
