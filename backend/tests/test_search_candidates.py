@@ -5,6 +5,7 @@ be judged and win. On the real FalkorDB, over real HTTP to the scripted judge.""
 from __future__ import annotations
 
 import pytest
+from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF
 
 from app.graph.runtime import GraphitiAdapter
 from app.report.tools import ReportTools
@@ -84,3 +85,15 @@ def test_the_search_api_takes_candidates_and_refuses_bad_ones(backend, scripted_
         assert "candidates" in response.get_json()["error"]["message"]
         statuses[bad] = response.status_code
     assert statuses == {-1: 422, 201: 422, "many": 400, 2.5: 400}
+
+
+def test_a_search_leaves_graphitis_shared_recipes_as_they_were(backend, scripted_llm, harbor):
+    # The first stage copies Graphiti's module-level recipes and sets its own limit on the copy: a search
+    # that wrote into the shared objects would change every later search in the process (R5.7).
+    before = [recipe.model_dump() for recipe in (EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF)]
+    app, _ = backend(**judge_favouring(scripted_llm))
+    graph = GraphitiAdapter(app.config["APP_CONFIG"]).graph
+    for scope in ("edges", "nodes", "both"):
+        assert not graph.search(harbor, QUERY, limit=3, scope=scope, candidates=ALL, neighbourhood=2).error
+    assert [recipe.model_dump() for recipe in (EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF)] == before
+    assert before[0]["limit"] != ALL  # the search did ask for ALL candidates: a leaked limit would show
