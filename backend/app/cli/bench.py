@@ -7,6 +7,7 @@ command resumes. See app/bench/ for what is measured and how.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -27,6 +28,26 @@ from app.bench.scale import DEFAULT_SIZES, ScaleOptions, markdown_table as scale
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
+
+
+# What the `bench` extra of pyproject.toml adds (the production image leaves it out): trec_eval's
+# measures, and the plot each quality benchmark writes at its end.
+BENCH_EXTRAS = {"ir_measures": "ir-measures", "matplotlib": "matplotlib"}
+
+
+def require_bench_extras(command: str) -> None:
+    """Refuse up front, with the install line, when the bench extra is missing: otherwise the
+    command fails on an ImportError, or only at its end when the plot is drawn."""
+    missing = []
+    for module, package in BENCH_EXTRAS.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    if missing:
+        raise click.ClickException(
+            f"`flask bench {command}` needs {', '.join(missing)} (the bench extra): "
+            "pip install -e 'backend[bench]', or `make venv`, which installs it")
 
 
 def run_facts() -> dict:
@@ -99,6 +120,7 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
                    base_url, model, score_mode, concurrency, timeout_s, deadline_s, max_queries, output, yes,
                    report_only, confirm_above) -> None:
     """Rerank first-stage candidates with each strategy; nDCG@10, MRR@10, MAP, R@10, latency, cost."""
+    require_bench_extras("rerank")
     from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
 
     config = current_app.config["APP_CONFIG"]
@@ -151,6 +173,7 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
                   confirm_above) -> None:
     """Import SciFact abstracts or TREC passages as facts (no LLM) and search each query with the reranker off
     and on; fusions, budgets and the embedder's cosine are replayed from the stored scores."""
+    require_bench_extras("graph")
     from app.bench.graph_bench import GraphBenchArgs, run_graph_bench
     from app.bench.replay import parse_replays
     from app.bench.runner import BenchInterrupted
@@ -220,6 +243,7 @@ def report_command(graph_name, dataset, requirements_file, only, rerankers, stra
                    base_url, model, score_mode, concurrency, timeout_s, deadline_s, max_queries, output, yes,
                    report_only, confirm_above) -> None:
     """Write reports with the agent, reranker off and on: gold recall, distractors, tools, calls, time."""
+    require_bench_extras("report")
     from app.bench.report_bench import (
         ReportBenchArgs, UnknownSettingError, describe_settings, markdown_table, reranker_settings, run_report_bench,
         with_settings,
