@@ -91,6 +91,24 @@ def test_acknowledged_facts_survive_kill_9_of_database_and_app(tmp_path):
         assert GRAPH in [graph["graph_id"] for graph in graphs["graphs"]]
 
 
+def test_sigterm_stops_the_app_and_its_embedded_falkordb_cleanly(tmp_path):
+    """What `docker stop` and a service manager send: the app stops its database itself (R11.5),
+    exits 0, and what it acknowledged is there for the next start."""
+    data_dir = tmp_path / "data"
+    with AppProcess(data_dir, tmp_path / "first.log") as app:
+        assert call(app.url("/api/graph"), "POST", {"graph_id": GRAPH})[0] == 201
+        facts = _batch(7)
+        assert call(app.url(f"/api/graph/{GRAPH}/facts"), "POST", {"facts": facts})[0] == 201
+        database_pid = app.falkordb_pid()
+        app.process.send_signal(signal.SIGTERM)
+        assert app.process.wait(timeout=60) == 0, app.log_tail()
+        assert wait_gone(database_pid), "the embedded FalkorDB outlived a SIGTERM of the app"
+        log = app.log_tail(80)
+        assert "Signal 15: shutting down" in log and "Embedded FalkorDB stopped" in log, log
+    with AppProcess(data_dir, tmp_path / "second.log") as app:
+        assert set(_stored_facts(app)) == {fact["fact"] for fact in facts}
+
+
 def _snapshot(graph, gid) -> tuple:
     nodes = graph.nodes(gid, limit=500)["items"]
     edges = graph.edges(gid, limit=500)["items"]
