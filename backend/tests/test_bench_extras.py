@@ -20,4 +20,3 @@ def test_a_quality_benchmark_without_the_bench_extra_says_how_to_install_it(monk
     assert f"`flask bench {command[0]}` needs {package} (the bench extra)" in result.output
     assert "pip install -e 'backend[bench]'" in result.output and "Traceback" not in result.output
     assert not any(tmp_path.iterdir())  # refused before it read or wrote anything
-
