@@ -558,8 +558,8 @@ def broken_writer(answer):
         {"action": "write", "content": f"The ferry sails hourly [{label}].", "sources": [label]})}),
      "The ferry sails hourly ["),
     # Bare quotes and a raw line break inside the text: the whole text, not the part before the first quote.
-    (lambda label: '{"action": "write", "content": "The "hourly" ferry [' + label + '] sails.\nAll day.", '
-                   '"sources": ["' + label + '"]}',
+    (lambda label: '{"action": "write", "content": "The "hourly" ferry [' + label + '] sails.\nAll day [' + label
+                   + '].", "sources": ["' + label + '"]}',
      'The "hourly" ferry ['),
 ])
 def test_a_broken_write_keeps_its_text_and_never_lands_as_json(agent_backend, scripted_llm, answer, kept):
@@ -695,16 +695,34 @@ def test_a_section_stuck_in_a_loop_keeps_one_copy(agent_backend, scripted_llm):
     loop = "Port Alder Water Authority, Port Alder Fire Brigade, Alder Bay Treatment Plant, "
 
     def paste(label):
-        return as_json({"action": "write", "content": f"The ferry is run by the town [{label}]. Involved: "
+        return as_json({"action": "write", "content": f"The ferry is run by the town [{label}]. Involved [{label}]: "
                                                       + loop * 12 + "Port Alder Water"})
 
     config, gid, report = _report_of_a_paster(agent_backend, paste, {})
     (section,) = report["sections"]
     body = report["markdown"].split("Sources:")[0]
     assert section["cited"] and body.count("Port Alder Fire Brigade") == 1
-    assert "Involved: Port Alder Water Authority, Port Alder Fire Brigade, Alder Bay Treatment Plant," in body
+    assert "Port Alder Water Authority, Port Alder Fire Brigade, Alder Bay Treatment Plant," in body
     write = next(step for step in report["log"] if step["kind"] == "write")
     assert write["loop_words_cut"] == 11 * 12 + 3
+
+
+def test_a_section_looping_over_whole_sentences_says_each_once(agent_backend, scripted_llm):
+    # A real run (session 18, businesses) wrote five cited sentences, 181 words, four and a half
+    # times over: too long a stretch for cut_loops. Its citations are the first copy's.
+    def paste(label):
+        sentence = (f"The water authority also received reports from the ferry company about the timetable in the "
+                    f"weeks of the winter service in the town and on the island [{label}]. ")
+        looped = "".join(sentence.replace("ferry company", who) for who in ("harbour", "council", "island", "school",
+                                                                             "club", "bakery"))
+        return as_json({"action": "write", "content": "The ferry is run by the town. " + looped * 4})
+
+    config, gid, report = _report_of_a_paster(agent_backend, paste, {})
+    (section,) = report["sections"]
+    body = report["markdown"].split("Sources:")[0]
+    assert section["cited"] and body.count("reports from the club about") == 1
+    write = next(step for step in report["log"] if step["kind"] == "write")
+    assert write["repeated_sentences_cut"] == 3 * 6 and write["loop_words_cut"] == 0
 
 
 def test_cut_loops_leaves_ordinary_repetition_alone():

@@ -10,7 +10,8 @@ never raised. A query already asked in this report is answered from memory, and 
 so (query_memory.py). A section whose question asks why, or for a stance, is steered to
 InsightForge or the interviews: advice up front, a note after two plain searches, and a third plain
 search replaced by the recommended tool. Citations of facts no tool showed are removed from the
-text, and a sentence left with no real citation is removed with them (written.py); a section that
+text, and a sentence left with no real citation is removed with them; so is a sentence citing
+nothing in a text that cites, and a sentence said twice is said once (written.py); a section that
 cites no fact at all is replaced by a note saying so (its sentences are counted as removed claims).
 With a reranker, the section's question then judges what the section cites, and a fact it scores
 under REPORT_CITATION_FLOOR, as asked or with its names taken out, loses its citation
@@ -440,7 +441,8 @@ class ReportAgent:
         note_if_uncited(draft)
         self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
-                  unstated_sources=checked.unstated_sources, loop_words_cut=checked.loop_words)
+                  unstated_sources=checked.unstated_sources, loop_words_cut=checked.loop_words,
+                  repeated_sentences_cut=checked.repeated_sentences)
         return draft
 
     def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:

@@ -271,28 +271,47 @@ def salvage_write(text: str) -> tuple[str, list[str]] | None:
     span = _content_span(text)
     if span is None:
         return None
-    raw, end = span
+    raw, end, cut_short = span
     try:
         content = json.loads('"' + _UNESCAPED_QUOTE.sub(r'\\"', raw.rstrip("\\")) + '"', strict=False)
     except ValueError:
         content = raw.replace("\\n", "\n").replace('\\"', '"')
+    if cut_short:
+        content = without_unfinished_ending(content)
     tail = text[end:]
     cited = [f"F{number}" for number in LABEL_PATTERN.findall(tail)] + UUID_PATTERN.findall(tail)
     return (content.strip(), cited) if content.strip() else None
 
 
-def _content_span(text: str) -> tuple[str, int] | None:
-    """(the raw text of the 'content' string, where it ends in `text`). It ends before "sources" or at
-    the object's last brace when the answer has them; otherwise (cut short) at its first bare quote."""
+def _content_span(text: str) -> tuple[str, int, bool] | None:
+    """(the raw text of the 'content' string, where it ends in `text`, whether it was cut short). It
+    ends before "sources" or at the object's last brace when the answer has them; otherwise (cut
+    short) at its first bare quote."""
     start = _CONTENT_START.search(text)
     if start is None:
         return None
     rest = text[start.end():]
     end = _BEFORE_SOURCES.search(rest) or _BEFORE_LAST_BRACE.search(rest)
     if end is not None:
-        return rest[:end.start()], start.end() + end.start()
+        return rest[:end.start()], start.end() + end.start(), False
     body = _JSON_STRING_BODY.match(rest)
-    return body.group(0), start.end() + body.end()
+    return body.group(0), start.end() + body.end(), True
+
+
+# How a finished sentence ends: its stop (with a closing quote or bracket after it), or a citation.
+_FINISHED = re.compile(r"""([.!?]["')\]]*|\])\s*$""")
+
+
+def without_unfinished_ending(cut_short: str) -> str:
+    """A text max_tokens cut off, without the sentence it was cut in ("... was a ", "who was the Port
+    Ald"): half a sentence says nothing the report can stand by. A text that is one unfinished
+    sentence stays: it is all the section has."""
+    text = cut_short.rstrip()
+    if _FINISHED.search(text):
+        return cut_short
+    ends = [match.end() for match in _SENTENCE_END.finditer(text)] + [
+        match.start() for match in re.finditer("\n", text)]
+    return text[:max(ends)].rstrip() if ends else cut_short
 
 
 def looks_like_json_action(text: str) -> bool:
