@@ -13,13 +13,10 @@ search replaced by the recommended tool. Citations of facts no tool showed are r
 text, and a sentence left with no real citation is removed with them; so is a sentence citing
 nothing in a text that cites, and a sentence said twice is said once (written.py); a section that
 cites no fact at all is replaced by a note saying so (its sentences are counted as removed claims).
-With a reranker, the section's question then judges what the section cites, and a fact it scores
-under REPORT_CITATION_FLOOR, as asked or with its names taken out, loses its citation
-(citation_floor.py). Once written, a section is offered, in one short request, the best facts of its
-own results that the report does not cite yet (with a reranker, as it judges them against the
-section's question, none under REPORT_ADDED_FACTS_FLOOR), and keeps the added sentences that say what
-one of them says (completion.py); with a reranker, the facts the question still judges best that
-nothing cites are then listed beneath the section (REPORT_LISTED_FACTS).
+Then each written section is reviewed (review.py): with a reranker its question judges what it cites
+and drops what scores under the floor, it is offered the best facts of its results that the report
+does not cite yet, and the best of the rest are listed beneath it. The model reads facts under short
+labels (fact_book.py).
 Everything lands in ReportStore: outline, sections, report.md and a JSONL log of every step.
 """
 
@@ -28,29 +25,28 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from app.config import Config
 from app.report import prompts as prompts
-from app.report.citation_floor import lower_of, without_citations, without_names
-from app.report.completion import (
-    facts_to_list, facts_to_offer, new_sentences, uncited_evidence, within_a_page,
-)
+from app.report.completion import within_a_page
+from app.report.fact_book import FactBook
 from app.report.llm import ReportLLM, ReportLLMError, parse_json_object
 from app.report.planning import (
     SectionPlan, check_outline, name_in_context, requirement_parts, subject_phrase, unexplored_names,
 )
-from app.report.protocol import InvalidCall, parse_action, salvage_write, verify_citations
+from app.report.protocol import InvalidCall, parse_action, salvage_write
 from app.report.query_memory import QueryMemory
 from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
 from app.report.search_log import search_movement
 from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
 )
-from app.report.store import ReportStore, new_report_id, now_iso
+from app.report.review import SectionReview
+from app.report.store import ReportStore, ms_since, new_report_id, now_iso
 from app.report.tool_args import TOOL_PARAMS, ToolArgumentError, UnknownToolError, parse_tool_arguments
-from app.report.tools import NEIGHBOURHOOD_ENTITIES, FactJudgement, ReportTools
-from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText, FactView
+from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
+from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText
 from app.report.written import check_written, final_answer
 from app.tasks import PROCESS_OWNER, Task, tasks
 
@@ -91,14 +87,9 @@ class ReportAgent:
         self.max_search_limit = max_search_limit
         self.section_max_tokens = section_max_tokens
         self.budget = config.report_agent_max_tool_calls
-        self.citation_floor = config.report_citation_floor
-        self.added_facts_floor = max(config.report_added_facts_floor, config.report_citation_floor)
-        self.floor_without_names = config.report_floor_without_names
         self.question_candidates = config.report_question_candidates
-        self.listed_facts = config.report_listed_facts
-        self.known: dict[str, FactView] = {}  # every fact a tool showed the model in this run
-        self.labels: dict[str, str] = {}  # uuid -> "F1": the model reads and cites these short labels
-        self.by_label: dict[str, str] = {}  # "F1" -> uuid
+        self.book = FactBook()  # every fact a tool showed the model in this run, under its label
+        self.review = SectionReview(config, self.tools, self.llm, self.book, self._log, section_max_tokens)
         self.memory = QueryMemory()  # every query asked in this run, with what it showed
         self._last_names: list[str] = []  # entity names of the last tool result, best fact first
         self._searched: list[str] = []  # queries tools ran by themselves (InsightForge's sub-queries)
@@ -162,7 +153,7 @@ class ReportAgent:
             problem = "the outline has no usable sections"
         check = check_outline(proposed, requirement, self.max_sections)
         outline = check.sections
-        self._log("plan", duration_ms=_ms(started), title=title, sections=[s.title for s in outline],
+        self._log("plan", duration_ms=ms_since(started), title=title, sections=[s.title for s in outline],
                   parts=check.parts, proposed=[t for t, _ in proposed], dropped=check.dropped, added=check.added,
                   merged_parts=check.merged_parts, tool_hints=[s.tool_hint for s in outline],
                   error=problem, fallback=problem is not None)
@@ -196,7 +187,7 @@ class ReportAgent:
         messages = [{"role": "system", "content": prompts.section_system_prompt()},
                     {"role": "user", "content": opening}]
         self._gather_and_write(graph_id, draft, messages, len(planned))
-        self._complete(draft, plan)
+        self.review.review(draft, plan, self._cited)
         self._cited.update(draft.cited)
         return draft
 
@@ -209,7 +200,7 @@ class ReportAgent:
                 text = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
             except ReportLLMError as error:
                 failures += 1
-                self._log("llm_error", duration_ms=_ms(started), error=f"{error.error_class}: {error.detail}")
+                self._log("llm_error", duration_ms=ms_since(started), error=f"{error.error_class}: {error.detail}")
                 continue
             messages.append({"role": "assistant", "content": text})
             remaining = self.budget - used - 1
@@ -224,7 +215,7 @@ class ReportAgent:
             except InvalidCall as problem:
                 draft.invalid_calls += 1
                 self.progress["invalid_calls"] += 1
-                self._log("invalid_call", duration_ms=_ms(started), error=str(problem), answer=text[:500])
+                self._log("invalid_call", duration_ms=ms_since(started), error=str(problem), answer=text[:500])
                 feedback = prompts.invalid_call_feedback(str(problem), remaining)
             used += 1
             messages.append({"role": "user", "content": feedback})
@@ -326,7 +317,7 @@ class ReportAgent:
         self.progress["repeated_queries"] += 1
         self.memory.note_repeat(tool, arguments, earlier, draft.index)
         same_section = earlier.section == draft.index
-        self._log("repeated_query", tool=tool, arguments=arguments, duration_ms=_ms(started),
+        self._log("repeated_query", tool=tool, arguments=arguments, duration_ms=ms_since(started),
                   earlier_section=earlier.section, earlier_query=earlier.query,
                   identical=self.memory.repeats[-1]["identical"])
         return prompts.repeated_feedback(tool, earlier.query, earlier.section, same_section, earlier.text, remaining)
@@ -345,34 +336,29 @@ class ReportAgent:
         try:
             result = getattr(self.tools, tool)(graph_id, **arguments, **section_has)
         except Exception as error:  # a failing tool is news for the model, not the end of the run
-            self._log("tool_error", tool=tool, arguments=arguments, duration_ms=_ms(started),
+            self._log("tool_error", tool=tool, arguments=arguments, duration_ms=ms_since(started),
                       error=f"{type(error).__name__}: {error}")
             raise ToolFailed(type(error).__name__) from None
         text = self._render_for_the_model(result)
         shown = text.text()
         shown_facts = [fact for fact in result.all_facts() if fact.uuid in shown]  # cut ones cannot be cited
-        for fact in shown_facts:
-            self.known.setdefault(fact.uuid, fact)
+        new_labels = self.book.show(shown_facts)
         draft.shown |= {fact.uuid for fact in shown_facts}
         draft.evidence.append(within_a_page(shown_facts, self.max_search_limit))
-        new_labels = self._label(shown_facts)
         self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
         if isinstance(result, InsightResult):
             self._searched += result.sub_queries
-        self._log("tool", tool=tool, arguments=arguments, duration_ms=_ms(started),
+        self._log("tool", tool=tool, arguments=arguments, duration_ms=ms_since(started),
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
                   search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,
-                  shown=[self.labels[fact.uuid] for fact in shown_facts],
+                  shown=self.book.labels_of([fact.uuid for fact in shown_facts]),
                   **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
                   **({"planned": True} if planned else {}))
         had = result.already_shown if isinstance(result, SearchResult) else []
-        held_back = [self.known[uuid] for uuid in had if uuid in self.known]
+        held_back = [self.book.known[uuid] for uuid in had if uuid in self.book.known]
         remembered = shown + ("\nAlso found, shown before this search:\n" + "\n".join(
             fact.line() for fact in held_back) if held_back else "")
-        return self._with_labels(shown), self._with_labels(remembered)
-
-    def _with_labels(self, text: str) -> str:
-        return UUID_PATTERN.sub(lambda match: self.labels.get(match.group(0).lower(), match.group(0)), text)
+        return self.book.with_labels(shown), self.book.with_labels(remembered)
 
     def _render_for_the_model(self, result: ToolResult) -> BudgetedText:
         """The tool's text within its budget as the model reads it: each 36-character fact id is
@@ -384,18 +370,8 @@ class ReportAgent:
         ids = len(UUID_PATTERN.findall(text.text()))
         if not text.truncated or not ids:
             return text
-        longest_label = len(f"F{len(self.labels) + 2 * ids}")  # the second text may show more facts
+        longest_label = self.book.longest_label_after(2 * ids)  # the second text may show more facts
         return replace(result, max_chars=result.max_chars + ids * (UUID_CHARS - longest_label)).render()
-
-    def _label(self, facts: list[FactView]) -> dict[str, str]:
-        """Short labels for facts shown for the first time; {label: uuid} of the new ones."""
-        new = {}
-        for fact in facts:
-            if fact.uuid not in self.labels:
-                label = f"F{len(self.labels) + 1}"
-                self.labels[fact.uuid], self.by_label[label] = label, fact.uuid
-                new[label] = fact.uuid
-        return new
 
     def _write_now(self, draft: SectionDraft, messages: list[dict], failures: int) -> SectionDraft:
         """Budget spent (or the model failing): one last request for the section (and one more if it
@@ -422,7 +398,7 @@ class ReportAgent:
 
         Small models sometimes write from the facts but leave out every label, and a section citing
         nothing is removed whole: one more request is cheaper than losing the section."""
-        if draft.cited or draft.reminded_to_cite or not self.by_label:
+        if draft.cited or draft.reminded_to_cite or not self.book.by_label:
             return False
         draft.reminded_to_cite = True
         messages.append({"role": "user", "content": prompts.CITE_REMINDER})
@@ -431,108 +407,25 @@ class ReportAgent:
     def _fallback(self, draft: SectionDraft, problem: str, started: float) -> SectionDraft:
         draft.written_by = "fallback"
         draft.content = f"_This section could not be written: {problem}._"
-        self._log("section_fallback", duration_ms=_ms(started), error=problem)
+        self._log("section_fallback", duration_ms=ms_since(started), error=problem)
         return draft
 
     def _written(self, draft: SectionDraft, content: str, started: float, sources: Any = None) -> SectionDraft:
-        checked = check_written(content, sources, self.by_label, self.known)
+        checked = check_written(content, sources, self.book.by_label, self.book.known)
         draft.content, draft.cited = checked.content, checked.cited
         draft.removed_citations, draft.removed_claims = checked.removed_citations, checked.removed_claims
         note_if_uncited(draft)
-        self._log("write", duration_ms=_ms(started), chars=len(draft.content), cited=draft.cited,
+        self._log("write", duration_ms=ms_since(started), chars=len(draft.content), cited=draft.cited,
                   removed_citations=draft.removed_citations, removed_claims=draft.removed_claims,
                   unstated_sources=checked.unstated_sources, loop_words_cut=checked.loop_words,
                   repeated_sentences_cut=checked.repeated_sentences)
         return draft
 
-    def _complete(self, draft: SectionDraft, plan: SectionPlan) -> None:
-        """Hold a written section's citations to its question (citation_floor.py), then offer it the
-        best-ranked facts of its results that the report does not cite yet (completion.py): the
-        sentences that cite one of them are added to it, and with a reranker the best of the rest are
-        listed beneath it."""
-        if draft.written_by != "model" or not draft.cited:
-            return
-        question = plan.part or draft.goal
-        judgement = self._judge(draft, question, [self.known[uuid] for uuid in draft.cited + uncited_evidence(
-            draft.evidence, draft.cited)])
-        if judgement is not None:
-            self._hold_to_question(draft, judgement)
-        if not draft.cited:
-            return
-
-        def judged(uuids: list[str]) -> list[str] | None:
-            wanted = set(uuids)
-            return None if judgement is None else [
-                fact.uuid for fact in judgement.best_first
-                if fact.uuid in wanted and not judgement.below(fact.uuid, self.added_facts_floor)]
-
-        offered = facts_to_offer(draft.evidence, self._cited | set(draft.cited), best_first=judged)
-        if offered:
-            self._offer(draft, plan, offered, judged=judgement is not None)
-        if judgement is not None:
-            self._list_unwritten(draft, judged)
-
-    def _judge(self, draft: SectionDraft, question: str, facts: list[FactView]) -> FactJudgement | None:
-        """The question's judgement of `facts`; with REPORT_FLOOR_WITHOUT_NAMES each score is the lower
-        of the question's as asked and without its names (citation_floor.py)."""
-        judgement = self.tools.judge_facts(question, facts)
-        plain = without_names(question) if self.floor_without_names and self.added_facts_floor else None
-        if judgement is None or plain is None:
-            return judgement
-        draft.judged_without_names = plain
-        return lower_of(judgement, self.tools.judge_facts(plain, facts))
-
-    def _offer(self, draft: SectionDraft, plan: SectionPlan, offered: list[str], judged: bool) -> None:
-        """Ask the model for sentences on the `offered` facts; keep those that cite one and say what it says."""
-        started = time.perf_counter()
-        goal = draft.goal + (f" (it answers: {plan.part})" if plan.part and plan.part != draft.goal else "")
-        messages = prompts.completion_messages(goal, [self._with_labels(self.known[uuid].line()) for uuid in offered])
-        answer = ""
-        try:
-            answer = self.llm.chat(messages, max_tokens=self.section_max_tokens, json_object=True)
-            written, problem = final_answer(answer)
-        except ReportLLMError as error:
-            written, problem = None, f"{error.error_class}: {error.detail}"
-        added = ""
-        if written is not None:
-            # None for sources: only what the new text itself cites counts
-            checked = check_written(written[0], None, self.by_label, self.known)
-            added = new_sentences(checked.content, draft.content, {uuid: self.known[uuid].fact for uuid in offered})
-        cited = [uuid for uuid in verify_citations(added, self.known)[1] if uuid not in draft.cited]
-        if added:
-            draft.content += "\n\n" + added
-            draft.cited += cited
-            draft.completed = cited
-        self._log("complete", duration_ms=_ms(started), judged=judged, without_names=draft.judged_without_names,
-                  offered=[self.labels[uuid] for uuid in offered],
-                  cited=[self.labels[uuid] for uuid in cited], chars=len(added), error=problem or None,
-                  answer=answer[:500])
-
-    def _list_unwritten(self, draft: SectionDraft, judged: Callable[[list[str]], list[str] | None]) -> None:
-        """List beneath the section the facts its question judged best that the report still does not cite."""
-        draft.listed = facts_to_list(draft.evidence, self._cited | set(draft.cited), judged, self.listed_facts)
-        draft.cited += draft.listed
-        if draft.listed:
-            self._log("list", listed=[self.labels[uuid] for uuid in draft.listed])
-
-    def _hold_to_question(self, draft: SectionDraft, judgement: FactJudgement) -> None:
-        """Take out the citations of facts the section's question scores under the floor, and the
-        sentences that cited only those; a section left citing nothing is replaced by a note."""
-        dropped = [uuid for uuid in draft.cited if judgement.below(uuid, self.citation_floor)]
-        if not dropped:
-            return
-        draft.content, removed = without_citations(draft.content, set(dropped))
-        draft.cited = [uuid for uuid in draft.cited if uuid not in dropped]
-        draft.off_question, draft.removed_claims = dropped, draft.removed_claims + removed
-        note_if_uncited(draft)
-        self._log("off_question", dropped=[self.labels[uuid] for uuid in dropped], removed_claims=removed,
-                  scores=[round(judgement.scores[uuid], 4) for uuid in dropped])
-
     # -- assembling ---------------------------------------------------------------------------
 
     def _finish(self, title: str, requirement: str, sections: list[SectionDraft], started: float) -> dict:
         self.progress.update(phase="assembling")
-        bodies = [section_markdown(draft, self.known) for draft in sections]
+        bodies = [section_markdown(draft, self.book.known) for draft in sections]
         entries = [section_entry(draft, self.store.write_section(self._report_id, draft.index, body))
                    for draft, body in zip(sections, bodies)]
         markdown = report_markdown(title, requirement, bodies)
@@ -542,7 +435,7 @@ class ReportAgent:
             "tool_calls": self.progress["tool_calls"], "invalid_calls": self.progress["invalid_calls"],
             "repeated_queries": self.progress["repeated_queries"],
             "identical_repeats": sum(1 for repeat in self.memory.repeats if repeat["identical"]),
-            "chars": len(markdown), "duration_ms": _ms(started), "llm": self.llm.stats(),
+            "chars": len(markdown), "duration_ms": ms_since(started), "llm": self.llm.stats(),
         }
         self._log("final", **{k: v for k, v in summary.items() if k != "report_id"})
         status = "done" if summary["sections_by_model"] else "failed"
@@ -550,10 +443,6 @@ class ReportAgent:
                                summary=summary)
         self.progress.update(phase=status)
         return summary
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _details(result: ToolResult) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ def validate_report_id(report_id: Any) -> str:
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
+
+
+def ms_since(started: float) -> float:
+    """Milliseconds since `started` (a time.perf_counter() reading), as the step log writes them."""
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _write_atomic(path: Path, text: str) -> None:
