@@ -17,7 +17,7 @@ from typing import Any
 from app.report.grounding import stated_sources, states
 from app.report.llm import parse_json_object
 from app.report.protocol import (
-    REMOVED_CITATION, citations_before_the_stop, cite_copied_facts, cut_loops, drop_sentences, looks_like_json_action,
+    citations_before_the_stop, cite_copied_facts, cut_loops, drop_sentences, looks_like_json_action,
     remove_unsupported_claims, resolve_labels, resolve_sources, salvage_write, tidy_pasted_results, unwrap_write,
     verify_citations,
 )
@@ -74,8 +74,7 @@ def without_uncited_claims(content: str, listed_facts: list[str]) -> tuple[str, 
     def uncited(sentence: str) -> bool:
         text = sentence.strip()
         return bool(text) and not text.startswith("#") and not UUID_PATTERN.search(text) \
-            and REMOVED_CITATION not in text and not _SAYS_WHAT_IS_NOT_KNOWN.match(text) \
-            and not any(states(text, fact) for fact in listed_facts)
+            and not _SAYS_WHAT_IS_NOT_KNOWN.match(text) and not any(states(text, fact) for fact in listed_facts)
 
     return drop_sentences(content, uncited)
 
