@@ -263,16 +263,17 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     judged = counter_delta(before, judge.counters.snapshot() if judge is not None else {})
     report = store.read(report_id)
     cited = [uuid for section in report.get("sections", []) for uuid in section.get("cited", [])]
-    texts = [agent.book.known[uuid].fact for uuid in dict.fromkeys(cited) if uuid in agent.book.known]
-    shown = score_citations([fact.fact for fact in agent.book.known.values()], requirement)  # what the writer saw
+    known = agent.book.known  # every fact a tool showed the writer
+    texts = [known[uuid].fact for uuid in dict.fromkeys(cited) if uuid in known]
+    shown = score_citations([fact.fact for fact in known.values()], requirement)  # what the writer saw
     llm = summary.get("llm") or agent.llm.stats()
     unstated = [uuid for step in report.get("log", []) if step.get("kind") == "write"
                 for uuid in step.get("unstated_sources", [])]
     listed = {uuid for section in report.get("sections", []) for uuid in section.get("listed", [])}
-    in_text = score_citations([agent.book.known[uuid].fact for uuid in dict.fromkeys(cited)
-                               if uuid in agent.book.known and uuid not in listed], requirement)
-    off_question = score_citations([agent.book.known[uuid].fact for section in report.get("sections", [])
-                                    for uuid in section.get("off_question", []) if uuid in agent.book.known], requirement)
+    in_text = score_citations([known[uuid].fact for uuid in dict.fromkeys(cited)
+                               if uuid in known and uuid not in listed], requirement)
+    off_question = score_citations([known[uuid].fact for section in report.get("sections", [])
+                                    for uuid in section.get("off_question", []) if uuid in known], requirement)
     return {
         "qid": requirement.id, "report_id": report_id, "status": report.get("status"), "error": error,
         "title": report.get("title"), "outline": report.get("outline"),
@@ -283,10 +284,10 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
         "completion_citations": sum(len(section.get("completed", [])) for section in report.get("sections", [])),
         # listed under "sources" without being said: not counted as cited (grounding.stated_sources)
         "unstated_sources": len(unstated),
-        "unstated_distractors": [agent.book.known[uuid].fact for uuid in dict.fromkeys(unstated)
-                                 if uuid in agent.book.known and agent.book.known[uuid].fact in requirement.distractors],
+        "unstated_distractors": [known[uuid].fact for uuid in dict.fromkeys(unstated)
+                                 if uuid in known and known[uuid].fact in requirement.distractors],
         "removed_claims": summary.get("removed_claims", 0), "removed_citations": summary.get("removed_citations", 0),
-        # citations the section's question scored under REPORT_CITATION_FLOOR (agent._hold_to_question)
+        # citations the section's question scored under REPORT_CITATION_FLOOR (SectionReview._hold_to_question, report/review.py)
         "off_question": off_question["cited_facts"], "off_question_gold_facts": off_question["cited_gold_facts"],
         "off_question_distractors": off_question["cited_distractors"],
         "sections": summary.get("sections", 0),
