@@ -31,10 +31,11 @@ from typing import Any
 from app.bench.report_metrics import BenchRequirement
 from app.bench.report_sets import load_set
 from app.bench.rerankers import with_model_options
-from app.config import Config
+from app.config import RERANKER_SCORE_MODES, Config
 from app.graph.search import judge_passages
 from app.rerank.factory import build_judge, build_reranker
-from app.report.citation_floor import without_names
+from app.report.citation_floor import lower_of, without_names
+from app.report.tools import FactJudgement
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,18 @@ async def score_requirement(reranker: Any, requirement: BenchRequirement) -> Req
     gold = list(dict.fromkeys(fact for point in requirement.gold for fact in sorted(point.facts)))
     distractors = sorted(requirement.distractors)
     passages = gold + distractors
-    scores: dict[int, float] = {}
-    for question in filter(None, (requirement.requirement, without_names(requirement.requirement))):
-        judged = await judge_passages(_JudgeOnly(reranker), question, passages)
-        for position, score in (judged.scores if judged else {}).items():
-            scores[position] = min(score, scores.get(position, score))
-    return RequirementScores(requirement.id,
-                             {fact: scores[i] for i, fact in enumerate(gold) if i in scores},
-                             {fact: scores[i] for i, fact in enumerate(distractors, len(gold)) if i in scores})
+
+    async def judged(question: str | None) -> FactJudgement:  # keyed by position, as the agent keys by uuid
+        verdict = await judge_passages(_JudgeOnly(reranker), question, passages) if question else None
+        return FactJudgement([], {str(at): score for at, score in (verdict.scores if verdict else {}).items()})
+
+    as_asked = await judged(requirement.requirement)
+    scores = lower_of(as_asked, await judged(without_names(requirement.requirement))).scores
+
+    def scored(facts: list[str], first: int) -> dict[str, float]:
+        return {fact: scores[str(at)] for at, fact in enumerate(facts, first) if str(at) in scores}
+
+    return RequirementScores(requirement.id, scored(gold, 0), scored(distractors, len(gold)))
 
 
 def summary(results: list[RequirementScores]) -> dict[str, Any]:
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", help="OpenAI-compatible /v1 URL of the judge (default: RERANKER_BASE_URL)")
     parser.add_argument("--model", help="the judge model (default: RERANKER_MODEL)")
-    parser.add_argument("--score-mode", default="logprobs", choices=("logprobs", "graded", "json"))
+    parser.add_argument("--score-mode", default="logprobs", choices=RERANKER_SCORE_MODES)
     parser.add_argument("--requirements", type=Path, help="a sample-graph set file (default: the shipped one)")
     parser.add_argument("--only", help="comma-separated requirement ids")
     args = parser.parse_args(argv)
