@@ -77,4 +77,4 @@ def test_the_command_scores_the_shipped_set_and_names_what_it_cannot_find(script
     with pytest.raises(SystemExit) as exit_info:
         main(["--base-url", scripted_llm.base_url, "--model", "judge", "--only", "dairy,nonesuch"])
     assert exit_info.value.code == 2
-    assert "unknown requirement ids: nonesuch" in capsys.readouterr().err
+    assert "unknown requirement id(s) ['nonesuch']" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.report_metrics import BenchRequirement
-from app.bench.report_sets import load_set
+from app.bench.report_sets import load_set, select
 from app.bench.rerankers import with_model_options
 from app.config import RERANKER_SCORE_MODES, Config
 from app.graph.search import judge_passages
@@ -125,13 +125,11 @@ def main(argv: list[str] | None = None) -> None:
     config = with_model_options(Config.from_env(), base_url=args.base_url, model=args.model)
     config = replace(config, reranker_provider="ollama", reranker_strategy="pointwise",
                      reranker_score_mode=args.score_mode)
-    requirements = load_set("sample", args.requirements).requirements
-    if args.only:
-        wanted = args.only.split(",")
-        unknown = set(wanted) - {requirement.id for requirement in requirements}
-        if unknown:
-            parser.error(f"unknown requirement ids: {', '.join(sorted(unknown))}")
-        requirements = [requirement for requirement in requirements if requirement.id in wanted]
+    try:
+        requirements = select(load_set("sample", args.requirements).requirements,
+                              args.only.split(",") if args.only else None)
+    except ValueError as error:
+        parser.error(str(error))
     print(report(asyncio.run(run(config, requirements))))
 
 

@@ -28,7 +28,7 @@ from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe
 from app.bench.graph_bench import ensure_imported
 from app.bench.progress import ProgressBar
 from app.bench.report_metrics import BenchRequirement, aggregate, score_citations, tool_calls_of
-from app.bench.report_sets import RequirementSet
+from app.bench.report_sets import RequirementSet, select
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta
 from app.config import Config
@@ -131,12 +131,7 @@ class ReportBenchArgs:
 
 
 def chosen_requirements(args: ReportBenchArgs) -> list[BenchRequirement]:
-    requirements = args.requirement_set.requirements
-    if args.only:
-        unknown = sorted(set(args.only) - {r.id for r in requirements})
-        if unknown:
-            raise ValueError(f"unknown requirement id(s) {unknown}; the set has {[r.id for r in requirements]}")
-        requirements = [r for r in requirements if r.id in args.only]
+    requirements = select(args.requirement_set.requirements, args.only)
     return requirements[: args.max_requirements] if args.max_requirements else requirements
 
 

@@ -35,6 +35,17 @@ class RequirementSet:
     source_text: str  # the set file's text; its hash keys stored results
 
 
+def select(requirements: list[BenchRequirement], only: list[str] | None) -> list[BenchRequirement]:
+    """The requirements named in `only` (all when None), in the set's order; raises ValueError naming any
+    id the set does not have."""
+    if not only:
+        return requirements
+    unknown = sorted(set(only) - {r.id for r in requirements})
+    if unknown:
+        raise ValueError(f"unknown requirement id(s) {unknown}; the set has {[r.id for r in requirements]}")
+    return [r for r in requirements if r.id in only]
+
+
 def default_file(graph: str) -> Path:
     name = SAMPLE_FILE if graph == "sample" else SCIFACT_FILE
     return Path(str(resources.files("app").joinpath("data", name)))
