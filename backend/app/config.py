@@ -110,11 +110,16 @@ class Config:
     # Graph database
     graph_backend: str = "falkordb"
     falkordb_url: str | None = None  # unset: the app starts its own embedded FalkorDB
-    neo4j_uri: str = "bolt://localhost:7687"
+    neo4j_uri: str | None = None  # unset: the app starts its own local Neo4j (app/graph/local_neo4j.py)
     neo4j_user: str = "neo4j"
     neo4j_password: str = field(default="password", repr=False)
     neo4j_database: str = "neo4j"  # the database every graph lives in (Neo4j 4+ serves several)
     data_dir: Path = REPO_ROOT / "data"
+    # The local Neo4j (NEO4J_URI unset): Maven's jars cached here, Bolt on this port (0: a free one)
+    neo4j_cache_dir: Path = Path.home() / ".cache" / "mirofish"
+    neo4j_local_port: int = 0
+    neo4j_local_heap_mb: int = 1024
+    neo4j_local_page_cache_mb: int = 512
 
     # LLM used by Graphiti for episode extraction and by the report tools
     llm_api_key: str = field(default="ollama", repr=False)
@@ -230,11 +235,15 @@ class Config:
         return cls(
             graph_backend=_choice("GRAPH_BACKEND", "falkordb", GRAPH_BACKENDS),
             falkordb_url=_env("FALKORDB_URL"),
-            neo4j_uri=_env("NEO4J_URI", cls.neo4j_uri),
+            neo4j_uri=_env("NEO4J_URI"),
             neo4j_user=_env("NEO4J_USER", cls.neo4j_user),
             neo4j_password=_env("NEO4J_PASSWORD", "password"),
             neo4j_database=_env("NEO4J_DATABASE", cls.neo4j_database),
             data_dir=Path(_env("DATA_DIR", str(REPO_ROOT / "data"))).expanduser().resolve(),
+            neo4j_cache_dir=Path(_env("NEO4J_CACHE_DIR", str(cls.neo4j_cache_dir))).expanduser(),
+            neo4j_local_port=_int("NEO4J_LOCAL_PORT", cls.neo4j_local_port, 0, 65535),
+            neo4j_local_heap_mb=_int("NEO4J_LOCAL_HEAP_MB", cls.neo4j_local_heap_mb, 256),
+            neo4j_local_page_cache_mb=_int("NEO4J_LOCAL_PAGE_CACHE_MB", cls.neo4j_local_page_cache_mb, 16),
             llm_api_key=_env("LLM_API_KEY", "ollama"),
             llm_base_url=_env("LLM_BASE_URL", _DEFAULT_OLLAMA_V1),
             llm_model_name=llm_model,

@@ -46,8 +46,9 @@ def start_progress(progress: dict) -> None:
     progress.update({"current": None, "batches": 0, "deleted": {name: 0 for name, _ in STEPS}})
 
 
-async def delete_group(driver, graph_id: str, progress: dict, batch_size: int = DELETE_BATCH_SIZE) -> dict:
+async def delete_group(driver, graph_id: str, progress: dict, batch_size: int | None = None) -> dict:
     """Delete the graph's graphiti relationships and nodes; answer how many of each went."""
+    batch_size = batch_size or DELETE_BATCH_SIZE
     start_progress(progress)
     for name, query in STEPS:
         progress["current"] = name

@@ -25,9 +25,10 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 
 from app.config import Config
-from app.graph import import_journal
+from app.graph import import_journal, local_neo4j
 from app.graph import store as graph_store
 from app.graph.graph_locks import GraphLocks
+from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
@@ -36,6 +37,9 @@ from app.rerank.factory import build_reranker, check_provider
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
     from app.graph.embedded_falkordb import EmbeddedFalkorDB
+
+    # A database server the app started itself and stops with it.
+    LocalServer = EmbeddedFalkorDB | LocalNeo4j
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ class GraphitiRuntime:
     graphiti: Graphiti
     config: Config
     reranker: CrossEncoderClient
-    embedded_db: EmbeddedFalkorDB | None = None
+    embedded_db: LocalServer | None = None  # the embedded FalkorDB or the local Neo4j
     graph_drivers: dict[str, GraphDriver] = field(default_factory=dict)
     # `async with runtime.graph_lock(graph_id)`: create, import writes and delete of one graph in turn.
     graph_lock: GraphLocks = field(default_factory=GraphLocks)
@@ -105,14 +109,19 @@ def _embedded_module(name: str):
         ) from error
 
 
-def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]:
+def _build_driver(config: Config) -> tuple[GraphDriver, LocalServer | None]:
     if config.graph_backend == "neo4j":
         from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
-        driver = Neo4jDriver(config.neo4j_uri, config.neo4j_user, config.neo4j_password,
-                             database=config.neo4j_database)
+        server = None
+        uri, user, password = config.neo4j_uri, config.neo4j_user, config.neo4j_password
+        if not uri:
+            server = _local_neo4j(config)
+            server.start()  # we are on the loop thread: the server lives as long as the process
+            uri, user, password = server.connection.uri, server.connection.user, server.connection.password
+        driver = Neo4jDriver(uri, user, password, database=config.neo4j_database)
         _cancel_self_scheduled_indexing(driver)
-        return driver, None
+        return driver, server
 
     from graphiti_core.driver.falkordb_driver import FalkorDriver
 
@@ -129,6 +138,21 @@ def _build_driver(config: Config) -> tuple[GraphDriver, EmbeddedFalkorDB | None]
     embedded = _embedded_module("app.graph.embedded_falkordb").EmbeddedFalkorDB(config.data_dir)
     embedded.start()  # we are on the loop thread: the server lives as long as the process
     return FalkorDriver(host=embedded.host, port=embedded.port), embedded
+
+
+def _local_neo4j(config: Config) -> LocalNeo4j:
+    return LocalNeo4j(config.data_dir, config.neo4j_cache_dir, port=config.neo4j_local_port or None,
+                      heap_mb=config.neo4j_local_heap_mb, page_cache_mb=config.neo4j_local_page_cache_mb)
+
+
+def _install_local_neo4j(config: Config) -> None:
+    """The first use fetches Neo4j from Maven Central, which can take minutes: before the start's deadline."""
+    if config.graph_backend == "neo4j" and not config.neo4j_uri:
+        try:
+            local_neo4j.install(config.neo4j_cache_dir)
+        except LocalNeo4jError as error:
+            logger.error("Local Neo4j install failed: %s", error)
+            raise GraphUnavailableError(f"the local Neo4j could not be installed: {str(error).splitlines()[0]}") from None
 
 
 def _cancel_self_scheduled_indexing(driver: GraphDriver) -> None:
@@ -196,7 +220,7 @@ async def _check_reachable(driver: GraphDriver) -> None:
         await asyncio.wait_for(driver.client.verify_connectivity(), CONNECT_TIMEOUT_S)
 
 
-async def _discard(driver: GraphDriver | None, embedded: EmbeddedFalkorDB | None) -> None:
+async def _discard(driver: GraphDriver | None, embedded: LocalServer | None) -> None:
     """Close what a failed start opened: the driver (and its background index task) and the server."""
     try:
         if driver is not None:
@@ -207,7 +231,7 @@ async def _discard(driver: GraphDriver | None, embedded: EmbeddedFalkorDB | None
         embedded.stop()
 
 
-async def _start_database(config: Config, graphiti_parts: dict) -> tuple[Graphiti, EmbeddedFalkorDB | None]:
+async def _start_database(config: Config, graphiti_parts: dict) -> tuple[Graphiti, LocalServer | None]:
     """Driver, Graphiti and every index; on any failure nothing is left open and the error says why."""
     driver = embedded = None
     try:
@@ -234,7 +258,7 @@ async def _build_runtime(config: Config) -> GraphitiRuntime:
     logger.info(
         "Graphiti ready: backend=%s%s, llm=%s (%s), embedder=%s, reranker=%s (%s)",
         config.graph_backend,
-        " (embedded)" if embedded else "",
+        (" (local)" if config.graph_backend == "neo4j" else " (embedded)") if embedded else "",
         config.graphiti_llm_provider,
         config.llm_model_name,
         config.embedding_provider,
@@ -263,7 +287,8 @@ def _start_runtime(config: Config) -> GraphitiRuntime:
     if failed is not None:  # a new instance: many request threads raise it at once
         raise GraphUnavailableError(str(failed))
     try:
-        runtime = run_on_loop(_build_runtime(config), timeout=START_TIMEOUT_S)
+        _install_local_neo4j(config)
+        runtime = run_on_loop(_build_runtime(config), timeout=START_TIMEOUT_S + local_neo4j.READY_TIMEOUT_S)
     except GraphTimeoutError:
         error = GraphUnavailableError(f"the graph database did not finish starting within {START_TIMEOUT_S:.0f} s")
         _failed_starts.remember(config, error)
@@ -340,12 +365,12 @@ class GraphitiAdapter:
         return GraphOperations(runtime)
 
 
-async def _start_embedded_db(embedded: EmbeddedFalkorDB) -> None:
+async def _start_embedded_db(embedded: LocalServer) -> None:
     embedded.start()
 
 
 def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
-    """Restart an embedded FalkorDB that died, over the same data and port.
+    """Restart a database server of ours that died (embedded FalkorDB, local Neo4j), over the same data and port.
 
     Without this every later request fails with a connection error until the app restarts.
     Started on the loop thread because the server's parent-death signal is tied to the
@@ -354,8 +379,8 @@ def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
     embedded = runtime.embedded_db
     if embedded is None or not embedded.exited:
         return
-    logger.warning("Embedded FalkorDB exited (code %s); restarting it", embedded.process.returncode)
-    run_on_loop(_start_embedded_db(embedded), timeout=60)
+    logger.warning("%s exited (code %s); restarting it", type(embedded).__name__, embedded.process.returncode)
+    run_on_loop(_start_embedded_db(embedded), timeout=local_neo4j.READY_TIMEOUT_S + 10)
     runtime.recovery_due = True  # it may have died in the middle of an import
 
 

@@ -129,15 +129,16 @@ async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
         driver = runtime.driver_for(graph_id)
         if runtime.is_falkordb:
             await driver.build_indices_and_constraints()
-    return {key: rows[0][key] for key in ("graph_id", "name", "created_at")}
+    return {"graph_id": rows[0]["graph_id"], "name": rows[0]["name"], "created_at": iso(rows[0]["created_at"])}
 
 
 async def list_graphs(runtime) -> list[dict]:
-    return await cypher_rows(
+    rows = await cypher_rows(
         _registry_driver(runtime),
         "MATCH (g:MiroGraph) RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at "
         "ORDER BY g.created_at, g.graph_id",
     )
+    return [{**row, "created_at": iso(row["created_at"])} for row in rows]
 
 
 async def graph_exists(runtime, graph_id: str) -> bool:

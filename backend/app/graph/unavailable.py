@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from neo4j.exceptions import AuthError, ClientError, ServiceUnavailable
 
 from app.config import Config
+from app.graph.local_neo4j import LocalNeo4jError
 
 RETRY_AFTER_S = 5.0  # how long a failed start is answered from memory before the next attempt
 CONNECT_TIMEOUT_S = 15.0  # Neo4j's connectivity check at start (the driver's own default is 30 s)
@@ -27,15 +28,19 @@ class GraphUnavailableError(RuntimeError):
     retry_after_s = RETRY_AFTER_S
 
 
-def _neo4j_address(config: Config) -> str:
+def _neo4j_server(config: Config) -> str:
+    if not config.neo4j_uri:
+        return "the local Neo4j"
     url = urlparse(config.neo4j_uri)  # host and port only: a URI may carry credentials
-    return f"{url.hostname or 'localhost'}:{url.port or 7687}"
+    return f"Neo4j at {url.hostname or 'localhost'}:{url.port or 7687}"
 
 
 def describe(error: BaseException, config: Config) -> str:
     """What went wrong, in words an operator can act on; never the password or a stack trace."""
     if config.graph_backend == "neo4j":
-        where = f"Neo4j at {_neo4j_address(config)}"
+        where = _neo4j_server(config)
+        if isinstance(error, LocalNeo4jError):
+            return f"{where} did not start: {str(error).splitlines()[0]}"
         if isinstance(error, AuthError):
             return f"{where} refused the credentials: check NEO4J_USER and NEO4J_PASSWORD"
         if isinstance(error, ClientError) and "DatabaseNotFound" in str(getattr(error, "code", "")):
