@@ -17,10 +17,13 @@ import pytest
 from app.rerank.guarded import RANK_FELL_BACK
 from app.rerank.judge import LLMJudge
 from app.rerank.ollama_reranker import OllamaReranker
+from app.rerank.rerank_api import RerankApiReranker
+from app.rerank.rerank_api_client import RerankApiClient
 from app.rerank.strategies.pointwise import UNSCORED
 from app.rerank.strategy_run import rerank
 from app.rerank.types import Document
 from tests.support.scripted_llm import ScriptedLLMServer, always, hang, judge, server_error
+from tests.support.scripted_rerank_api import ScriptedRerankApi
 
 TIMEOUT_S = 1.0
 MAX_PARALLEL = 4
@@ -140,3 +143,21 @@ def test_passages_not_sent_are_failed_but_not_counted_as_calls():
     assert outcome.calls == MAX_PARALLEL  # four sent and timed out; three not sent; three cached
     assert [result.document.id for result in outcome.results] == ["2", "1", "0", *map(str, range(3, 10))]
     assert [bool(result.metadata.get(UNSCORED)) for result in outcome.results] == [False] * 3 + [True] * 7
+
+
+def test_a_hung_rerank_api_costs_the_call_one_timeout(caplog):
+    # One passage per request (RERANKER_API_MAX_DOCUMENTS=1): ten batches, four in flight.
+    with ScriptedRerankApi("cohere", responder=lambda request: hang()) as api, caplog.at_level(logging.WARNING):
+        client = RerankApiClient(base_url=api.base_url, model="bge-reranker-v2-m3", api_key=None,
+                                 timeout_s=TIMEOUT_S, max_parallel=MAX_PARALLEL, max_documents=1)
+        reranker = RerankApiReranker(client, deadline_s=30.0, breaker_threshold=1000)
+        order, fell_back, elapsed = timed_rank(reranker)
+        received = api.count
+
+    assert order == PASSAGES and fell_back
+    assert elapsed < ONE_TIMEOUT_BOUND_S
+    stats = reranker.stats()
+    assert stats["model_requests"] == MAX_PARALLEL and received <= MAX_PARALLEL
+    assert stats["errors"] == {"Timeout": MAX_PARALLEL} and stats["fallbacks"] == 1
+    [warning] = warnings_in(caplog)
+    assert "Timeout: no answer within 1s" in warning and "10 passages keep their incoming order" in warning
