@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,6 +23,7 @@ import openai
 from app.config import RERANKER_SCORE_MODES as SCORE_MODES
 from app.rerank.counters import CounterSet
 from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
+from app.rerank.request_waves import NOT_SENT, RequestWaves
 from app.rerank.score_cache import ScoreCache, score_key
 from app.rerank.score_parsing import (
     expected_grade, grade_from_text, parse_json_score, yes_no_from_text, yes_probability,
@@ -56,12 +58,14 @@ COUNTER_NAMES = (
 class JudgeError(Exception):
     """A model request failed or its answer was unusable (text never includes the API key)."""
 
-    def __init__(self, error_class: str, detail: str = "", *, call_level: bool = False) -> None:
+    def __init__(self, error_class: str, detail: str = "", *, call_level: bool = False,
+                 timed_out: bool = False) -> None:
         super().__init__(f"{error_class}: {detail}" if detail else error_class)
         self.error_class = error_class
         self.detail = detail
         # True when every other request of the same call would fail the same way (404 model...).
         self.call_level = call_level
+        self.timed_out = timed_out  # no answer within the timeout (app/rerank/request_waves.py reads it)
 
 
 class Usage(NamedTuple):
@@ -134,28 +138,29 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
             self.counters.add("cache_hits")
         return score
 
-    async def score(self, query: str, passage: str) -> float:
-        """Relevance in [0, 1]; raises JudgeError when the request fails or the answer is unusable."""
+    async def score(self, query: str, passage: str, *, waves: RequestWaves | None = None) -> float:
+        """Relevance in [0, 1]; raises JudgeError when the request fails or the answer is unusable.
+        `waves`: the calling rank call's RequestWaves (from `request_waves()`), if it has one."""
         mode = self._mode_in_use
         cached = self.cached_score(query, passage)
         if cached is not None:
             return cached
         messages = build_judge_messages(query, passage, mode=mode, instructions=self.instructions)
         if mode == "logprobs":
-            answer = await self._chat(messages, max_tokens=1, logprobs=True)
+            answer = await self._chat(messages, max_tokens=1, logprobs=True, waves=waves)
             if answer.logprob_positions is None and self.score_mode == "auto":
                 self._switch_to_json()
-                return await self.score(query, passage)
+                return await self.score(query, passage, waves=waves)
             score = yes_probability(answer.logprob_positions)
             if score is None:
                 score = yes_no_from_text(answer.text)
         elif mode == "graded":  # no auto switch: without logprobs the written digit still grades
-            answer = await self._chat(messages, max_tokens=1, logprobs=True)
+            answer = await self._chat(messages, max_tokens=1, logprobs=True, waves=waves)
             score = expected_grade(answer.logprob_positions)
             if score is None:
                 score = grade_from_text(answer.text)
         else:
-            answer = await self._chat(messages, max_tokens=self.max_tokens, json_object=True)
+            answer = await self._chat(messages, max_tokens=self.max_tokens, json_object=True, waves=waves)
             score = parse_json_score(answer.text)
         if score is None:
             raise self._invalid_output(f"no {'grade' if mode == 'graded' else 'yes/no or score'} in the answer")
@@ -191,6 +196,10 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         self.counters.add("score_mode_switches")
         logger.info("Reranker model %r returned no logprobs; scoring with JSON answers from now on", self.model)
 
+    def _not_sent(self, timed_out: int) -> JudgeError:
+        return JudgeError(NOT_SENT, f"all {timed_out} requests in flight timed out ({self.timeout_s:g}s) "
+                                     "and nothing was answered, so the server is taken as hung")
+
     def _invalid_output(self, detail: str) -> JudgeError:
         self.counters.add("invalid_outputs")
         self.counters.record_error("InvalidOutput")
@@ -199,7 +208,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
     def _as_judge_error(self, exc: Exception) -> JudgeError:
         name = type(exc).__name__
         if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
-            return JudgeError(name, f"no answer within {self.timeout_s:g}s")
+            return JudgeError(name, f"no answer within {self.timeout_s:g}s", timed_out=True)
         if isinstance(exc, openai.APIStatusError):
             return JudgeError(name, f"HTTP {exc.status_code}", call_level=exc.status_code in CALL_LEVEL_STATUSES)
         if isinstance(exc, openai.APIConnectionError):
@@ -207,14 +216,16 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         return JudgeError(name, "unreadable response")  # e.g. a body that is not JSON
 
     async def _chat(
-        self, messages: list[dict[str, str]], *, max_tokens: int, logprobs: bool = False, json_object: bool = False
+        self, messages: list[dict[str, str]], *, max_tokens: int, logprobs: bool = False, json_object: bool = False,
+        waves: RequestWaves | None = None,
     ) -> _Answer:
         options: dict[str, Any] = {}
         if logprobs:
             options.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         if json_object:
             options["response_format"] = {"type": "json_object"}
-        async with self._limit:
+        # Inside the slot, so a request held by its call's waves keeps its place in the FIFO order.
+        async with self._limit, waves.sending() if waves is not None else nullcontext():
             self.counters.add("model_requests")
             try:
                 async with asyncio.timeout(self.timeout_s):  # hard bound, whatever the transport does

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from app.config import DEFAULT_CONTEXT_TOKENS
 from app.rerank.judge import JudgeError, LLMJudge, Usage
+from app.rerank.request_waves import NOT_SENT, RequestWaves
 from app.rerank.types import DocumentTooLongError, RerankParseError, RerankProviderError
 
 logger = logging.getLogger(__name__)
@@ -75,15 +76,18 @@ class JudgeCall:
     def instructions(self) -> str | None:
         return self.judge.instructions
 
-    async def score(self, query: str, passage: str) -> float:
-        """The judge's pointwise relevance in [0, 1]; a cached score costs no call."""
+    async def score(self, query: str, passage: str, *, waves: RequestWaves | None = None) -> float:
+        """The judge's pointwise relevance in [0, 1]; a cached score costs no call. `waves`: the
+        call's RequestWaves (`self.judge.request_waves()`), shared by its concurrent requests."""
         cached = self.judge.cached_score(query, passage)
         if cached is not None:
             return cached
         self.calls += 1
         try:
-            return await self.judge.score(query, passage)
+            return await self.judge.score(query, passage, waves=waves)
         except JudgeError as exc:
+            if exc.error_class == NOT_SENT:  # held back by the call's waves: no call was made
+                self.calls -= 1
             raise self._typed(exc) from None
 
     async def complete(

@@ -14,7 +14,9 @@ and the counters. Ranking policy (cache, score scale, order, fallback) is app/re
   splits it in two and retries the halves; the smaller size is remembered for later calls.
 - Failures are collected per batch, not raised: the caller decides between a partial answer and a
   fallback. After a call-level failure (401/403/404, wrong dialect) no further batch of the call is
-  sent. Nothing here does network I/O before the first request.
+  sent, nor after every batch in flight timed out with nothing answered (app/rerank/request_waves.py):
+  more batches than RERANKER_MAX_PARALLEL would otherwise pay the timeout once per wave. Nothing
+  here does network I/O before the first request.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,6 +32,7 @@ import httpx
 
 from app.config import RERANKER_API_STYLES
 from app.rerank.counters import CounterSet
+from app.rerank.request_waves import NOT_SENT, RequestWaves
 from app.rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect
 from app.rerank.server_connection import ServerConnection, redact_url
 from app.rerank.types import CALL_LEVEL_STATUSES, RerankError, RerankParseError, RerankProviderError
@@ -71,6 +75,7 @@ class ScoredTexts:
     errors: list[RerankError] = field(default_factory=list)  # one per failed request
     # A wrong key, no access, an unknown model or dialect: every other batch would fail alike.
     call_error: RerankProviderError | None = None
+    waves: RequestWaves | None = None  # the call's batches share it: a hung server costs one timeout
     requests: int = 0
     ignored: int = 0
     tokens: int = 0
@@ -126,7 +131,7 @@ class RerankApiClient(ServerConnection[httpx.AsyncClient]):
     async def score(self, query: str, texts: list[str], on_scored: OnScored | None = None) -> ScoredTexts:
         """Raw scores for `texts` by position, batch by batch, concurrently under the bound.
         `on_scored({position: raw score})` hears each batch's scores as its answer arrives."""
-        run = ScoredTexts()
+        run = ScoredTexts(waves=self.request_waves())
         size = self.batch_size() or max(len(texts), 1)
         positions = list(range(len(texts)))
         batches = [positions[start:start + size] for start in range(0, len(positions), size)]
@@ -177,15 +182,8 @@ class RerankApiClient(ServerConnection[httpx.AsyncClient]):
         async with self._limit:
             if run.call_error is not None:  # not sent: it would fail the same way
                 raise run.call_error
-            dialect = self._dialect
-            response = await self._post(request_body(dialect, model=self.model, query=query, texts=texts), run)
-            wanted = wanted_dialect(response.status_code, response.text)
-            if wanted is not None and wanted != dialect:
-                if self.style != "auto":
-                    raise self._error(f"the server wants the {wanted} body ({self._excerpt(response)}); "
-                                      f"set RERANKER_API_STYLE={wanted} or auto", "WrongDialect", call_level=True)
-                self._switch_to(wanted, "it said a field of that body is missing")
-                response = await self._post(request_body(wanted, model=self.model, query=query, texts=texts), run)
+            async with run.waves.sending() if run.waves is not None else nullcontext():
+                response = await self._post_in_dialect(query, texts, run)
         if response.status_code >= 400:
             raise self._status_error(response, len(texts))
         answer = self._read(response, len(texts))
@@ -193,6 +191,19 @@ class RerankApiClient(ServerConnection[httpx.AsyncClient]):
             self._switch_to("tei", "it answered with a bare list")
         self.counters.add("prompt_tokens", answer.tokens)
         return answer
+
+    async def _post_in_dialect(self, query: str, texts: list[str], run: ScoredTexts) -> httpx.Response:
+        """The response to the body of the dialect in use, or of the one a 4xx asked for (auto style)."""
+        dialect = self._dialect
+        response = await self._post(request_body(dialect, model=self.model, query=query, texts=texts), run)
+        wanted = wanted_dialect(response.status_code, response.text)
+        if wanted is not None and wanted != dialect:
+            if self.style != "auto":
+                raise self._error(f"the server wants the {wanted} body ({self._excerpt(response)}); "
+                                  f"set RERANKER_API_STYLE={wanted} or auto", "WrongDialect", call_level=True)
+            self._switch_to(wanted, "it said a field of that body is missing")
+            response = await self._post(request_body(wanted, model=self.model, query=query, texts=texts), run)
+        return response
 
     async def _post(self, body: dict[str, Any], run: ScoredTexts) -> httpx.Response:
         self.counters.add("model_requests")
@@ -202,7 +213,7 @@ class RerankApiClient(ServerConnection[httpx.AsyncClient]):
             async with asyncio.timeout(self.timeout_s):  # hard bound, whatever the transport does
                 return await self._clients.get().post(self.url, json=body, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
-            raise self._error(f"no answer within {self.timeout_s:g}s", "Timeout") from None
+            raise self._error(f"no answer within {self.timeout_s:g}s", "Timeout", timed_out=True) from None
         except httpx.HTTPError as exc:  # connection refused, reset, bad URL...
             raise self._error("could not reach the server", type(exc).__name__) from None
 
@@ -224,10 +235,17 @@ class RerankApiClient(ServerConnection[httpx.AsyncClient]):
             return BatchRefused(f"{n_documents} documents refused; {detail}", error_class=f"HTTP {status}")
         return self._error(detail, f"HTTP {status}", call_level=status in CALL_LEVEL_STATUSES)
 
-    def _error(self, detail: str, error_class: str, *, call_level: bool = False) -> RerankProviderError:
+    def _error(self, detail: str, error_class: str, *, call_level: bool = False,
+               timed_out: bool = False) -> RerankProviderError:
         self.counters.record_error(error_class)
         return RerankProviderError(f"the reranker request failed ({error_class}: {detail})",
-                                   error_class=error_class, call_level=call_level)
+                                   error_class=error_class, call_level=call_level, timed_out=timed_out)
+
+    def _not_sent(self, timed_out: int) -> RerankProviderError:
+        return RerankProviderError(
+            f"the reranker request was not sent ({NOT_SENT}: all {timed_out} requests in flight timed out "
+            f"({self.timeout_s:g}s) and nothing was answered, so the server is taken as hung)",
+            error_class=NOT_SENT)
 
     def _excerpt(self, response: httpx.Response) -> str:
         """The start of an error body, for the log: it often says why (batch cap, unknown model)."""

@@ -1,7 +1,9 @@
 """What every client of a model server of ours holds, written once: where the server is (its URL
 redacted for logs), the per-request timeout, the process-wide bound on concurrent requests, the
-counters, and one HTTP client per event loop. The LLM judge (app/rerank/judge.py) and the rerank-API
-client (app/rerank/rerank_api_client.py) add what they send and how they read the answers.
+counters, one HTTP client per event loop, and a fresh `RequestWaves` for each rank call (so a hung
+server costs a call one timeout, not one per wave of requests). The LLM judge (app/rerank/judge.py)
+and the rerank-API client (app/rerank/rerank_api_client.py) add what they send and how they read
+the answers.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.rerank.counters import CounterSet
 from app.rerank.request_limit import RequestLimit
+from app.rerank.request_waves import RequestWaves
 
 Client = TypeVar("Client")
 
@@ -77,6 +80,15 @@ class ServerConnection(Generic[Client]):
     def connection_stats(self) -> dict[str, Any]:
         return {"model": self.model, "base_url": redact_url(self.base_url), "timeout_s": self.timeout_s,
                 **self._limit.snapshot()}
+
+    def request_waves(self) -> RequestWaves:
+        """A fresh RequestWaves for one rank call's requests (app/rerank/request_waves.py)."""
+        return RequestWaves(self._not_sent)
+
+    def _not_sent(self, timed_out: int) -> Exception:
+        """The error a request raises instead of being sent once a wave of `timed_out` requests all timed
+        out with nothing answered; each client gives its own error type."""
+        raise NotImplementedError
 
     def model_busy_s(self) -> float:
         """Seconds during which at least one request to the server was in flight."""

@@ -83,12 +83,15 @@ CALL_LEVEL_STATUSES = frozenset({401, 403, 404})
 
 
 class RerankProviderError(RerankError):
-    """The model request failed. `call_level`: every other request would fail alike (unknown model, bad key)."""
+    """The model request failed. `call_level`: every other request would fail alike (unknown model, bad key).
+    `timed_out`: no answer came within the request timeout."""
 
-    def __init__(self, message: str, *, error_class: str = "Error", call_level: bool = False) -> None:
+    def __init__(self, message: str, *, error_class: str = "Error", call_level: bool = False,
+                 timed_out: bool = False) -> None:
         super().__init__(message)
         self.error_class = error_class
         self.call_level = call_level
+        self.timed_out = timed_out
 
 
 class RerankParseError(RerankError):

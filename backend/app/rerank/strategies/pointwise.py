@@ -6,7 +6,10 @@ the benchmark all run this.
 Documents are cut to `max_document_chars` inside the prompt and a prompt that would not fit the
 model's context is refused before any request. Identical (cut) texts are scored once. A document
 whose own request fails is ranked below every scored one (lenient) or fails the call (strict); an
-error that would hit every request alike (unknown model, rejected key) always fails the call.
+error that would hit every request alike (unknown model, rejected key) always fails the call. Once
+every request in flight timed out with nothing answered (a server that accepts and never answers),
+the documents not yet sent are not sent and fail as their requests would have, so a call that
+judged nothing falls back after one timeout instead of one per wave of requests.
 
 Each finished score (and each failed document) is reported as it arrives (app/rerank/judgement.py):
 inside graph search's guarded rank call that is what survives a budget or deadline that ends the
@@ -76,10 +79,15 @@ class PointwiseStrategy:
 
     async def _score_all(self, call, query: str, ids_of: dict[str, list[str]]) -> dict[str, float]:
         scores: dict[str, float] = {}
+        # More documents than the judge's request bound go out in waves as slots free up. Against a
+        # server that accepts requests and never answers, each wave would pay the whole timeout again:
+        # once every request in flight timed out with nothing answered, the rest are not sent, and
+        # fail like any failed request (app/rerank/request_waves.py).
+        waves = call.judge.request_waves()
 
         async def score_one(text: str) -> None:
             try:
-                scores[text] = float(await call.score(query, text))
+                scores[text] = float(await call.score(query, text, waves=waves))
                 call.unit_succeeded()
             except RerankError as error:
                 call.unit_failed(error, "document")  # raises when strict or when every request would fail
