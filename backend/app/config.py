@@ -120,6 +120,8 @@ class Config:
     neo4j_local_port: int = 0
     neo4j_local_heap_mb: int = 1024
     neo4j_local_page_cache_mb: int = 512
+    # A graph's lock outlives a dead holder by at most this (app/graph/graph_locks.py)
+    graph_lock_lease_s: float = 30.0
 
     # LLM used by Graphiti for episode extraction and by the report tools
     llm_api_key: str = field(default="ollama", repr=False)
@@ -244,6 +246,7 @@ class Config:
             neo4j_local_port=_int("NEO4J_LOCAL_PORT", cls.neo4j_local_port, 0, 65535),
             neo4j_local_heap_mb=_int("NEO4J_LOCAL_HEAP_MB", cls.neo4j_local_heap_mb, 256),
             neo4j_local_page_cache_mb=_int("NEO4J_LOCAL_PAGE_CACHE_MB", cls.neo4j_local_page_cache_mb, 16),
+            graph_lock_lease_s=_float("GRAPH_LOCK_LEASE_S", cls.graph_lock_lease_s, 1),
             llm_api_key=_env("LLM_API_KEY", "ollama"),
             llm_base_url=_env("LLM_BASE_URL", _DEFAULT_OLLAMA_V1),
             llm_model_name=llm_model,

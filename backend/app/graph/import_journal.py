@@ -6,8 +6,11 @@ A marker is a `MiroImport` node beside the registry, holding the uuids of the en
 import creates. Recovery removes those edges, and those entities that no edge uses, and then the
 marker. It runs when the runtime starts, after the embedded database was restarted, and inside each
 import (under the graph's lock) before it reads the graph, so no import ever builds on the leftovers
-of another. An import in flight holds its graph's lock, so recovery, which takes it too, never
-touches a live import (one app process per database, as the app is served).
+of another. An import writes while holding its graph's lock, which lives in the database and is
+shared by every app process on it (app/graph/graph_locks.py); recovery undoes a graph's markers
+only while it holds that lock, so it never touches an import in flight in this process or another.
+A marker that is pending while its graph's lock is free belongs to an import whose process died
+(its lease ended) or that failed and could not undo itself.
 """
 
 from __future__ import annotations
@@ -89,10 +92,19 @@ async def recover_graph(runtime, graph_id: str) -> int:
 
 
 async def recover(runtime) -> int:
-    """Undo every pending import, one graph at a time under its lock; answers how many."""
+    """Undo the pending imports of every graph whose lock is free now; answers how many.
+
+    A graph whose lock another process holds is skipped rather than waited for: its holder is
+    alive, and whatever is left pending there is undone by the next import into it."""
     rows = await cypher_rows(_registry(runtime), "MATCH (m:MiroImport) RETURN DISTINCT m.graph_id AS graph_id")
     undone = 0
     for row in rows:
-        async with runtime.graph_lock(row["graph_id"]):
+        held = await runtime.graph_lock.try_hold(row["graph_id"])
+        if held is None:
+            logger.info("Graph %s is locked by a live process; its pending imports are left to it", row["graph_id"])
+            continue
+        try:
             undone += await recover_graph(runtime, row["graph_id"])
+        finally:
+            await held.exit()
     return undone

@@ -64,11 +64,16 @@ class GraphitiRuntime:
     reranker: CrossEncoderClient
     embedded_db: LocalServer | None = None  # the embedded FalkorDB or the local Neo4j
     graph_drivers: dict[str, GraphDriver] = field(default_factory=dict)
-    # `async with runtime.graph_lock(graph_id)`: create, import writes and delete of one graph in turn.
-    graph_lock: GraphLocks = field(default_factory=GraphLocks)
+    # `async with runtime.graph_lock(graph_id)`: create, import writes and delete of one graph in
+    # turn, across every app process on the database (app/graph/graph_locks.py).
+    graph_lock: GraphLocks = field(init=False)
     # Imports cut short by a crash are undone before the first request of a fresh runtime, after
     # the embedded database was restarted, and after an import could not undo its own writes.
     recovery_due: bool = True
+
+    def __post_init__(self) -> None:
+        self.graph_lock = GraphLocks(lambda: self.driver_for(graph_store.REGISTRY_GRAPH),
+                                     lease_s=self.config.graph_lock_lease_s)
 
     @property
     def driver(self) -> GraphDriver:

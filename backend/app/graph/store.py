@@ -17,7 +17,7 @@ from graphiti_core.driver.driver import GraphDriver, GraphProvider
 from graphiti_core.driver.falkordb import STOPWORDS as FALKORDB_STOPWORDS
 from neo4j.exceptions import ClientError as Neo4jClientError
 
-from app.graph import neo4j_delete
+from app.graph import graph_locks, neo4j_delete
 from app.graph.timestamps import iso
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,8 @@ _NEO4J_REGISTRY_DEDUPE = (
 
 
 async def build_registry_schema(driver: GraphDriver) -> None:
-    """The registry's uniqueness constraint on Neo4j, built beside graphiti's own indexes.
+    """The uniqueness constraints of the registry and of the graph locks on Neo4j, built beside
+    graphiti's own indexes.
 
     FalkorDB keeps the registry in a graph of its own and serves one query at a time, so it
     needs neither."""
@@ -98,11 +99,12 @@ async def build_registry_schema(driver: GraphDriver) -> None:
     removed = await cypher_rows(driver, _NEO4J_REGISTRY_DEDUPE)
     if removed and removed[0]["removed"]:
         logger.warning("Removed %d duplicate MiroGraph registry nodes", removed[0]["removed"])
-    try:
-        await cypher_rows(driver, _NEO4J_REGISTRY_CONSTRAINT)
-    except Neo4jClientError as error:  # another process created it at the same moment
-        if "EquivalentSchemaRuleAlreadyExists" not in str(error):
-            raise
+    for constraint in (_NEO4J_REGISTRY_CONSTRAINT, graph_locks.NEO4J_CONSTRAINT):
+        try:
+            await cypher_rows(driver, constraint)
+        except Neo4jClientError as error:  # another process created it at the same moment
+            if "EquivalentSchemaRuleAlreadyExists" not in str(error):
+                raise
 
 
 async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
