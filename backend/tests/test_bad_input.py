@@ -26,8 +26,14 @@ INJECTION_IDS = ["a'}) DETACH DELETE n //", "*", "\r\nFLUSHALL", "x;FLUSHALL", "
 ENCODED = {bad: quote(bad, safe="") for bad in INJECTION_IDS}
 
 
+@pytest.fixture
+def client(on_both_backends):
+    """Every test here runs on both databases: the embedded FalkorDB and the real local Neo4j."""
+    return on_both_backends[1]
+
+
 @pytest.fixture(scope="module")
-def stored():
+def stored(graph_backend):
     return {}
 
 
@@ -69,8 +75,23 @@ def _fact(**changes):
             **changes}
 
 
+class _Upload:
+    """A multipart upload; each use opens a fresh file, so one parameter row serves every database."""
+
+    def __init__(self, data: bytes, filename: str, field: str):
+        self.data, self.filename, self.field = data, filename, field
+
+    def kwargs(self) -> dict:
+        return {"data": {self.field: (io.BytesIO(self.data), self.filename)}, "content_type": "multipart/form-data"}
+
+
+def _kwargs(request) -> dict:
+    """client.post keyword arguments from a parameter row: a plain dict or an upload."""
+    return request.kwargs() if isinstance(request, _Upload) else request
+
+
 def _upload(data: bytes, filename="facts.jsonl", field="file"):
-    return {"data": {field: (io.BytesIO(data), filename)}, "content_type": "multipart/form-data"}
+    return _Upload(data, filename, field)
 
 
 ROUTES = {
@@ -168,7 +189,7 @@ def test_bad_fact_lists(client, water, unchanged):
     (_upload(json.dumps(_fact()).encode(), field="other"), 400, "'file' field"),
 ])
 def test_bad_fact_uploads(client, water, unchanged, upload, status, fragment):
-    refused(client.post(f"/api/graph/{water}/facts", **upload), status, fragment)
+    refused(client.post(f"/api/graph/{water}/facts", **_kwargs(upload)), status, fragment)
 
 
 @pytest.mark.parametrize("request_kwargs, status, fragment", [
@@ -184,7 +205,7 @@ def test_bad_fact_uploads(client, water, unchanged, upload, status, fragment):
     (_upload(b"   ", filename="notes.md"), 400, "empty"),
 ])
 def test_bad_episode_requests_start_no_task(client, water, unchanged, request_kwargs, status, fragment):
-    refused(client.post(f"/api/graph/{water}/episodes", **request_kwargs), status, fragment)
+    refused(client.post(f"/api/graph/{water}/episodes", **_kwargs(request_kwargs)), status, fragment)
 
 
 @pytest.mark.parametrize("query, status, fragment", [
@@ -276,7 +297,7 @@ def test_lone_surrogates_are_refused_naming_the_field(client, water, unchanged, 
 def test_lone_surrogates_in_a_jsonl_upload_are_refused_naming_line_and_field(client, water, unchanged):
     lines = [json.dumps(_fact()), json.dumps(_fact(target=f"T{LONE}"))]
     upload = _upload("\n".join(lines).encode())
-    refused(client.post(f"/api/graph/{water}/facts", **upload), 400, "line 2: 'target' is not valid Unicode")
+    refused(client.post(f"/api/graph/{water}/facts", **_kwargs(upload)), 400, "line 2: 'target' is not valid Unicode")
 
 
 def test_a_jsonl_upload_with_a_byte_order_mark_is_imported(client):
@@ -284,7 +305,7 @@ def test_a_jsonl_upload_with_a_byte_order_mark_is_imported(client):
     assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
     facts = [_fact(source="Ann", fact="Ann visits Nowhere"), _fact(source="Bob", fact="Bob visits Nowhere")]
     data = b"\xef\xbb\xbf" + "\n".join(json.dumps(fact) for fact in facts).encode()  # as Windows editors save
-    response = client.post(f"/api/graph/{gid}/facts", **_upload(data))
+    response = client.post(f"/api/graph/{gid}/facts", **_upload(data).kwargs())
     assert response.status_code == 201, response.get_json()
     assert response.get_json()["imported"] == 2
     stored = {edge["source"] for edge in client.get(f"/api/graph/{gid}/edges").get_json()["items"]}

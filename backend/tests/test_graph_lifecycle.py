@@ -1,6 +1,7 @@
 """The graph lifecycle under concurrent requests (#13): create, import and delete of one graph are
 ordered, concurrent imports share entities, an import is idempotent per (source, relation, target,
-fact). Real app, real embedded FalkorDB, real embedder; concurrency from threads, as waitress serves."""
+fact). Real app, real embedder, on both databases (the embedded FalkorDB and the real local Neo4j);
+concurrency from threads, as waitress serves."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
+
+
+@pytest.fixture
+def client(on_both_backends):
+    return on_both_backends[1]
 
 # Facts long enough that embedding a few hundred of them keeps an import busy for seconds here
 # (and for a good fraction of a second on a fast machine), so a delete sent shortly after lands
