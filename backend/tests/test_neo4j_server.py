@@ -258,3 +258,34 @@ def test_without_neo4j_uri_the_app_starts_its_own_neo4j_and_stops_it(backend, tm
         assert graph_id in [g["graph_id"] for g in client.get("/api/graph").get_json()["graphs"]]
     finally:
         graph_runtime.reset_graphiti()
+
+
+# --- a crash of the database in the middle of an import -------------------------------------------
+
+def test_neo4j_killed_mid_import_answers_503_and_the_import_is_undone_when_it_is_back(neo4j):
+    graph_id = _create(neo4j)
+    _import(neo4j, graph_id, WATER_FACTS)
+    before = _stored(neo4j, graph_id)
+    doomed = [{"source": f"Valve {i}", "target": f"Main {i}", "relation": "feeds",
+               "fact": f"Valve {i} feeds water main {i}"} for i in range(300)]
+    answers: list = []
+    request = threading.Thread(target=lambda: answers.append(
+        neo4j.client.post(f"/api/graph/{graph_id}/facts", json={"facts": doomed})))
+    request.start()
+    deadline = time.monotonic() + 240
+    pending = "MATCH (m:MiroImport {graph_id: $g}) RETURN count(m) AS n"
+    while neo4j.rows(pending, g=graph_id)[0]["n"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the import has recorded what it is about to write
+    neo4j.server.process.kill()  # kill -9 of the database's JVM
+    request.join(timeout=300)
+    assert answers and answers[0].status_code == 503, answers and answers[0].get_json()
+    assert answers[0].get_json()["error"]["code"] in ("import_failed", "graph_unavailable")
+    neo4j.server.start()  # a supervisor brings it back (same data, same port)
+
+    for _ in range(2):  # the first request after the restart undoes the import cut short
+        stats = neo4j.client.get(f"/api/graph/{graph_id}/stats")
+    assert stats.status_code == 200, stats.get_json()
+    assert _stored(neo4j, graph_id) == before
+    assert neo4j.rows(pending, g=graph_id)[0]["n"] == 0
+    again = neo4j.client.post(f"/api/graph/{graph_id}/facts", json={"facts": doomed[:20]})
+    assert again.status_code == 201 and again.get_json()["entities_created"] == 40

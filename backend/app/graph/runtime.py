@@ -126,6 +126,7 @@ def _build_driver(config: Config) -> tuple[GraphDriver, LocalServer | None]:
             uri, user, password = server.connection.uri, server.connection.user, server.connection.password
         driver = Neo4jDriver(uri, user, password, database=config.neo4j_database)
         _cancel_self_scheduled_indexing(driver)
+        _answer_sooner_when_down(driver, uri, user, password)
         return driver, server
 
     from graphiti_core.driver.falkordb_driver import FalkorDriver
@@ -158,6 +159,21 @@ def _install_local_neo4j(config: Config) -> None:
         except LocalNeo4jError as error:
             logger.error("Local Neo4j install failed: %s", error)
             raise GraphUnavailableError(f"the local Neo4j could not be installed: {str(error).splitlines()[0]}") from None
+
+
+# The Bolt driver retries a failed transaction for 30 s by default, to ride out a cluster's leader
+# change. Against a single server that died, each query of an import (and of its undo) then waits
+# 30 s before failing, and the request answers 503 only minutes later.
+NEO4J_TRANSACTION_RETRY_S = 5.0
+
+
+def _answer_sooner_when_down(driver: GraphDriver, uri: str, user: str, password: str) -> None:
+    """Graphiti builds its Bolt client with the default retry time and no way to pass settings; it
+    has opened nothing yet, so it is replaced by one with a shorter retry."""
+    from neo4j import AsyncGraphDatabase
+
+    driver.client = AsyncGraphDatabase.driver(uri, auth=(user or "", password or ""),
+                                              max_transaction_retry_time=NEO4J_TRANSACTION_RETRY_S)
 
 
 def _cancel_self_scheduled_indexing(driver: GraphDriver) -> None:
