@@ -174,7 +174,8 @@ class ScriptedNeo4j:
 
     Rules are (regex on the normalised Cypher, handler(query, params) -> rows), newest first; a
     query no rule and no registry answer matches gets no rows (what index creation gets), except
-    an import's count of the edges it wrote, which gets all of them (a committed write stores all).
+    an import's count of the edges it wrote, which gets all of them (a committed write stores all),
+    and a graph lock's claim or renewal, which always succeeds.
     """
 
     registry: dict[str, dict] = field(default_factory=dict)
@@ -195,6 +196,8 @@ class ScriptedNeo4j:
                 return handler(text, params)
         if "MiroGraph" in text:
             return self._registry(text, params)
+        if "MiroLock" in text:  # one process: every graph lock is free, and stays held once taken
+            return [{"free": True, "held": 1}]
         if "RELATES_TO {uuid: u}" in text and "count(e) AS n" in text:
             return [{"n": len(params["uuids"])}]
         return []
