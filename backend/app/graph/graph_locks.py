@@ -6,7 +6,9 @@ in-process lock alone orders nothing. A graph's lock is a `MiroLock` node beside
 an owner (one token per app process) and a lease that ends at `expires_at` (the database's own
 clock, `timestamp()`, so no two machines' clocks are compared). Its holder renews the lease every
 a sixth of the lease; a process that dies (kill -9, a lost machine) stops renewing and its locks
-become free once their lease ends, so nothing waits on a dead owner for longer than the lease.
+become free once their lease ends, so nothing waits on a dead owner for longer than the lease. A
+process on the same host can see at once that the holder's pid has ended (an app killed and started
+again over its embedded database) and takes such a lock over without waiting.
 
 Inside one process an `asyncio.Lock` per id goes first: waiters of the same process queue there
 instead of polling the database. Every graph operation is a coroutine on the one graph loop
@@ -42,7 +44,16 @@ _CLAIM = (
     "WITH l, now, (l.owner IS NULL OR l.owner = $owner OR l.expires_at < now) AS free "
     "SET l.owner = CASE WHEN free THEN $owner ELSE l.owner END, "
     "l.expires_at = CASE WHEN free THEN now + $lease_ms ELSE l.expires_at END "
-    "RETURN free"
+    "RETURN free, l.owner AS holder"
+)
+# Taken over from a holder known to be dead, if it still holds it.
+_TAKE_OVER = (
+    "MATCH (l:MiroLock {graph_id: $graph_id}) "
+    "SET l.asked_at = timestamp() "
+    "WITH l, l.owner = $dead AS free "
+    "SET l.owner = CASE WHEN free THEN $owner ELSE l.owner END, "
+    "l.expires_at = CASE WHEN free THEN timestamp() + $lease_ms ELSE l.expires_at END "
+    "RETURN free, l.owner AS holder"
 )
 _RENEW = (
     "MATCH (l:MiroLock {graph_id: $graph_id}) WHERE l.owner = $owner "
@@ -52,9 +63,32 @@ _RELEASE = "MATCH (l:MiroLock {graph_id: $graph_id}) WHERE l.owner = $owner SET 
 NEO4J_CONSTRAINT = "CREATE CONSTRAINT mirolock_graph_id IF NOT EXISTS FOR (l:MiroLock) REQUIRE l.graph_id IS UNIQUE"
 
 
+_owner: tuple[int, str] | None = None
+
+
 def process_owner() -> str:
-    """This process's name in the locks it holds: host, pid, and a random part (pids are reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    """This process's name in the locks it holds: host, pid, and a random part (pids are reused).
+    One per process, also when its runtime is rebuilt; a forked worker gets its own."""
+    global _owner
+    if _owner is None or _owner[0] != os.getpid():
+        _owner = (os.getpid(), f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}")
+    return _owner[1]
+
+
+def is_dead_here(owner: str) -> bool:
+    """True for a holder on this host whose process has ended: an app killed and started again
+    need not wait out its own old lease (a holder elsewhere can only be judged by its lease)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 class GraphLocks:
@@ -78,14 +112,18 @@ class GraphLocks:
             self._local[graph_id] = lock
         return lock
 
-    async def _query(self, query: str, graph_id: str) -> list:
+    async def _query(self, query: str, graph_id: str, **params) -> list:
         result = await self._registry_driver().execute_query(
-            query, graph_id=graph_id, owner=self.owner, lease_ms=int(self.lease_s * 1000))
+            query, graph_id=graph_id, owner=self.owner, lease_ms=int(self.lease_s * 1000), **params)
         records = result[0] if isinstance(result, tuple) else result.records
         return [dict(record) for record in records or []]
 
     async def claim(self, graph_id: str) -> bool:
         rows = await self._query(_CLAIM, graph_id)
+        if rows and not rows[0]["free"] and is_dead_here(str(rows[0]["holder"])):
+            logger.warning("Taking the lock of graph %s from %s, a process of this host that has ended",
+                           graph_id, rows[0]["holder"])
+            rows = await self._query(_TAKE_OVER, graph_id, dead=rows[0]["holder"])
         return bool(rows and rows[0]["free"])
 
     async def renew(self, graph_id: str) -> bool:
