@@ -65,6 +65,8 @@ class GraphitiRuntime:
     # Imports cut short by a crash are undone before the first request of a fresh runtime, after
     # the embedded database was restarted, and after an import could not undo its own writes.
     recovery_due: bool = True
+    # A query found the database gone (app/graph/operations.py).
+    database_lost: bool = False
 
     @property
     def driver(self) -> GraphDriver:

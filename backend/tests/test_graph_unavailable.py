@@ -1,0 +1,104 @@
+"""A graph database that is down, restarting (loading its data) or refusing the password: every
+endpoint that needs it answers 503 `graph_unavailable` with Retry-After and a message that says which
+database and what, never a 500.
+
+Here the mapping itself, through the Flask error handler, with the exception classes the neo4j and
+redis (FalkorDB) drivers raise after a good start, also wrapped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+from neo4j.exceptions import AuthError, Neo4jError, ServiceUnavailable, SessionExpired
+
+from app import create_app
+from app.config import Config
+from app.graph import unavailable
+from app.graph.loop import GraphTimeoutError
+
+
+def assert_unavailable(response, says: str) -> dict:
+    """503 graph_unavailable with Retry-After, its message containing `says`; the error object."""
+    body = response.get_json()
+    assert response.status_code == 503, (response.status_code, body)
+    assert response.headers.get("Retry-After") == str(int(unavailable.RETRY_AFTER_S))
+    error = body["error"]
+    assert error["code"] == "graph_unavailable" and says in error["message"], error
+    assert "Traceback" not in error["message"]
+    return error
+
+
+# --- the mapping, for drivers' errors raised after a good start --------------------------------
+
+def _caused_by(cause: BaseException) -> RuntimeError:
+    """`cause` as a wrapper raises it: graphiti, or our own code, raising while handling it."""
+    try:
+        try:
+            raise cause
+        except type(cause) as error:
+            raise RuntimeError("the operation failed") from error
+    except RuntimeError as wrapper:
+        return wrapper
+
+
+NEO4J = {"GRAPH_BACKEND": "neo4j", "NEO4J_URI": "bolt://neo4j:uri-5ecret@graphs.internal:7688",
+         "NEO4J_PASSWORD": "env-5ecret"}
+FALKORDB_URL = {"GRAPH_BACKEND": "falkordb", "FALKORDB_URL": "redis://:url-5ecret@falkor.internal:6380"}
+EMBEDDED = {"GRAPH_BACKEND": "falkordb"}
+
+
+@pytest.mark.parametrize("settings, error, says", [
+    (NEO4J, AuthError("The client is unauthorized due to authentication failure."),
+     "Neo4j at graphs.internal:7688 refused the credentials: check NEO4J_USER and NEO4J_PASSWORD"),
+    (NEO4J, ServiceUnavailable("Couldn't connect to graphs.internal:7688"),
+     "Neo4j at graphs.internal:7688 does not answer (ServiceUnavailable)"),
+    (NEO4J, SessionExpired("Failed to read from defunct connection"),
+     "Neo4j at graphs.internal:7688 does not answer (SessionExpired)"),
+    (NEO4J, _caused_by(ServiceUnavailable("gone")), "Neo4j at graphs.internal:7688 does not answer (ServiceUnavailable)"),
+    (NEO4J, Neo4jError._hydrate_neo4j(code="Neo.TransientError.General.DatabaseUnavailable", message="starting"),
+     "Neo4j at graphs.internal:7688 is loading its data"),
+    (FALKORDB_URL, redis.exceptions.AuthenticationError("invalid username-password pair"),
+     "FalkorDB at falkor.internal:6380 refused the credentials: check the user name and password in FALKORDB_URL"),
+    (FALKORDB_URL, redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"),
+     "FalkorDB at falkor.internal:6380 is loading its data"),
+    (FALKORDB_URL, redis.exceptions.TimeoutError("Timeout reading from socket"),
+     "FalkorDB at falkor.internal:6380 does not answer (TimeoutError)"),
+    (EMBEDDED, _caused_by(redis.exceptions.ConnectionError("Error while reading from 127.0.0.1:6390")),
+     "the embedded FalkorDB does not answer (ConnectionError)"),
+], ids=["neo4j-auth", "neo4j-down", "neo4j-session", "neo4j-wrapped", "neo4j-starting", "falkordb-auth",
+        "falkordb-loading", "falkordb-timeout", "embedded-wrapped"])
+def test_a_database_error_reaching_any_view_answers_503_naming_the_database(monkeypatch, settings, error, says):
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    response = _raised_through_a_view(error)
+    assert_unavailable(response, says)
+    assert "5ecret" not in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("error, status, code", [
+    (RuntimeError("a bug"), 500, "internal_error"),
+    # A bare socket error may be another server's (the model server's): the database clients wrap theirs.
+    (_caused_by(ConnectionRefusedError(111, "Connection refused")), 500, "internal_error"),
+    (GraphTimeoutError("graph operation did not finish within 1s"), 504, "timeout"),  # a TimeoutError, not a 503
+])
+def test_errors_that_do_not_say_the_database_is_unusable_keep_their_answer(monkeypatch, error, status, code, caplog):
+    for key, value in NEO4J.items():
+        monkeypatch.setenv(key, value)
+    with caplog.at_level(logging.CRITICAL, logger="app.api.errors"):
+        response = _raised_through_a_view(error)
+    assert response.status_code == status and response.get_json()["error"]["code"] == code
+    assert "Retry-After" not in response.headers
+
+
+def _raised_through_a_view(error: BaseException):
+    """The app on the current settings (nothing is started), with one extra view that raises `error`."""
+    app = create_app(Config.from_env())
+
+    @app.get("/raises")
+    def raises():
+        raise error
+
+    return app.test_client().get("/raises")
