@@ -1,14 +1,17 @@
 """A graph database that is down, restarting (loading its data) or refusing the password: every
 endpoint that needs it answers 503 `graph_unavailable` with Retry-After and a message that says which
-database and what, never a 500.
+database and what, never a 500, and works again once the database is back.
 
-Here the mapping itself, through the Flask error handler, with the exception classes the neo4j and
-redis (FalkorDB) drivers raise after a good start, also wrapped.
+Real parts: the app's embedded FalkorDB killed with SIGKILL. The mapping itself is checked at the
+end through the Flask error handler, with the exception classes the neo4j and redis (FalkorDB)
+drivers raise after a good start.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 import pytest
 import redis
@@ -16,8 +19,10 @@ from neo4j.exceptions import AuthError, Neo4jError, ServiceUnavailable, SessionE
 
 from app import create_app
 from app.config import Config
+from app.graph import runtime as graph_runtime
 from app.graph import unavailable
 from app.graph.loop import GraphTimeoutError
+from tests.support.facts import WATER_FACTS
 
 
 def assert_unavailable(response, says: str) -> dict:
@@ -29,6 +34,30 @@ def assert_unavailable(response, says: str) -> dict:
     assert error["code"] == "graph_unavailable" and says in error["message"], error
     assert "Traceback" not in error["message"]
     return error
+
+
+def _water_graph(client, graph_id: str) -> dict:
+    assert client.post(f"/api/graph/{graph_id}/facts", json={"facts": WATER_FACTS}).status_code == 201
+    return client.get(f"/api/graph/{graph_id}/stats").get_json()
+
+
+# --- the embedded FalkorDB ---------------------------------------------------------------------
+
+def test_requests_sent_as_the_embedded_falkordb_is_killed_never_answer_500(client, graph_id):
+    """The race behind a 500: a killed server refuses connections before the app can see that its
+    process has exited. The request that meets it answers 503; the next one restarts it. (The window
+    is short: a few rounds make meeting it likely.)"""
+    before = _water_graph(client, graph_id)
+    for _ in range(5):
+        database = graph_runtime.current_runtime().embedded_db
+        dead_pid = database.process.pid
+        os.kill(dead_pid, signal.SIGKILL)
+        first = client.get(f"/api/graph/{graph_id}/stats")  # at once: the server is dying or gone
+        if first.status_code != 200:  # 200 when it was already gone and this request restarted it
+            assert_unavailable(first, "the embedded FalkorDB does not answer")
+        after = client.get(f"/api/graph/{graph_id}/stats")
+        assert after.status_code == 200, after.get_json()
+        assert after.get_json() == before and database.process.pid != dead_pid
 
 
 # --- the mapping, for drivers' errors raised after a good start --------------------------------

@@ -45,7 +45,9 @@ def test_database_killed_mid_import_answers_503_and_leaves_no_stray_entities(cli
     error = response.get_json()["error"]
     assert error["code"] == "graph_unavailable" and error["stored"] == 0, error
     assert error["message"].startswith("the embedded FalkorDB does not answer"), error
-    assert _graph_state(get) == before  # the next request restarted the database and cleaned up
+    # The next request restarts the database and cleans up, also when it comes before the killed
+    # server has been reaped (it refuses connections a moment before its process is gone).
+    assert _graph_state(get) == before
     again = client.post(f"/api/graph/{graph_id}/facts", json={"facts": DOOMED})
     assert again.status_code == 201 and again.get_json()["entities_created"] == 2 * len(DOOMED)
 

