@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -22,7 +24,12 @@ from app.config import Config
 from app.graph import runtime as graph_runtime
 from app.graph import unavailable
 from app.graph.loop import GraphTimeoutError
+from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
+
+
+EXTRA_FACT = {"source": "Harbor Island", "target": "Lighthouse", "relation": "has",
+              "fact": "Harbor Island has a lighthouse built in 1871"}
 
 
 def assert_unavailable(response, says: str) -> dict:
@@ -34,6 +41,22 @@ def assert_unavailable(response, says: str) -> dict:
     assert error["code"] == "graph_unavailable" and says in error["message"], error
     assert "Traceback" not in error["message"]
     return error
+
+
+def every_endpoint(client, graph_id: str) -> dict:
+    """One request to each endpoint that needs the database, in this order; name -> response."""
+    calls = {
+        "list graphs": lambda: client.get("/api/graph"),
+        "create graph": lambda: client.post("/api/graph", json={"graph_id": unique_graph_id("down")}),
+        "stats": lambda: client.get(f"/api/graph/{graph_id}/stats"),
+        "edges": lambda: client.get(f"/api/graph/{graph_id}/edges"),
+        "search": lambda: client.post(f"/api/graph/{graph_id}/search", json={"query": "drinking water"}),
+        "import": lambda: client.post(f"/api/graph/{graph_id}/facts", json={"facts": [EXTRA_FACT]}),
+        "delete": lambda: client.delete(f"/api/graph/{graph_id}"),
+        "report": lambda: client.post(f"/api/report/{graph_id}", json={"requirement": "Who runs the water utility?"}),
+        "health": lambda: client.get("/health"),  # last: before any graph request it has nothing to report
+    }
+    return {name: call() for name, call in calls.items()}
 
 
 def _water_graph(client, graph_id: str) -> dict:
@@ -58,6 +81,40 @@ def test_requests_sent_as_the_embedded_falkordb_is_killed_never_answer_500(clien
         after = client.get(f"/api/graph/{graph_id}/stats")
         assert after.status_code == 200, after.get_json()
         assert after.get_json() == before and database.process.pid != dead_pid
+
+
+@contextmanager
+def _port_taken(port: int):
+    """Another program listening on the port: a restarted server cannot bind it and exits."""
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the killed server's port is in TIME_WAIT
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    try:
+        yield
+    finally:
+        holder.close()
+
+
+def test_every_endpoint_answers_503_while_the_killed_embedded_falkordb_cannot_come_back(
+        client, graph_id, monkeypatch):
+    before = _water_graph(client, graph_id)
+    database = graph_runtime.current_runtime().embedded_db
+    os.kill(database.process.pid, signal.SIGKILL)
+    database.process.wait(timeout=10)
+    with _port_taken(database.port):
+        answers = every_endpoint(client, graph_id)
+    for name, answer in answers.items():
+        error = assert_unavailable(answer, "the embedded FalkorDB does not answer")
+        assert "could not be restarted" in error["message"], (name, error)
+    health = answers["health"].get_json()
+    assert health["status"] == "unavailable" and health["graph_runtime"] == "unavailable"
+    assert health["graph_error"] == health["error"]["message"]
+
+    monkeypatch.setattr(unavailable, "RETRY_AFTER_S", 0.0)  # the port is free again: no need to wait
+    health = client.get("/health")
+    assert health.status_code == 200 and health.get_json()["graph_runtime"] == "ready", health.get_json()
+    assert client.get(f"/api/graph/{graph_id}/stats").get_json() == before  # nothing was written meanwhile
 
 
 # --- the mapping, for drivers' errors raised after a good start --------------------------------

@@ -33,7 +33,7 @@ from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph import unavailable
-from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, describe
+from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
 from app.rerank.factory import build_reranker, check_provider
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
@@ -396,6 +396,35 @@ def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
     runtime.restart_failed = None
     runtime.database_lost = False
     runtime.recovery_due = True  # it may have died in the middle of an import
+
+
+HEALTH_PROBE_S = 3.0  # a health check answers within this (Docker's HEALTHCHECK waits 4 s)
+
+
+async def _probe(driver: GraphDriver) -> None:
+    if driver.provider == GraphProvider.NEO4J:
+        await driver.client.verify_connectivity()
+    else:
+        await driver.client.connection.ping()
+
+
+def check_database(runtime: GraphitiRuntime) -> None:
+    """Whether the running runtime's database answers now (health checks): a dead embedded server
+    is restarted as any request would; GraphUnavailableError says which database and what."""
+    _revive_embedded_db(runtime)
+    try:
+        run_on_loop(_probe(runtime.driver), timeout=HEALTH_PROBE_S)
+    except GraphTimeoutError:
+        runtime.database_lost = True
+        raise GraphUnavailableError(
+            f"{unavailable.where(runtime.config)} does not answer within {HEALTH_PROBE_S:.0f} s") from None
+    except Exception as error:
+        refusal = as_unavailable(error, runtime.config)
+        if refusal is None:
+            raise
+        runtime.database_lost = True
+        raise refusal from error
+    runtime.database_lost = False
 
 
 def _recover_imports_if_due(runtime: GraphitiRuntime) -> None:
