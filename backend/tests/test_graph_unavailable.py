@@ -2,13 +2,16 @@
 endpoint that needs it answers 503 `graph_unavailable` with Retry-After and a message that says which
 database and what, never a 500, and works again once the database is back.
 
-Real parts: the app's embedded FalkorDB killed with SIGKILL. The mapping itself is checked at the
-end through the Flask error handler, with the exception classes the neo4j and redis (FalkorDB)
-drivers raise after a good start.
+Real parts: the app's embedded FalkorDB killed with SIGKILL, and a FalkorDB reached by FALKORDB_URL
+(the same redis-server and module, tests/support/falkordb_server.py) with a password, killed and
+restarted slowly. Neo4j has no server here; its driver's errors go through the same mapping as
+FalkorDB's, checked at the end through the Flask error handler with the exception classes the neo4j
+driver raises.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -26,8 +29,9 @@ from app.graph import unavailable
 from app.graph.loop import GraphTimeoutError
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
+from tests.support.falkordb_server import FalkorDBServer
 
-
+PASSWORD = "falkor-pass-5ecret"
 EXTRA_FACT = {"source": "Harbor Island", "target": "Lighthouse", "relation": "has",
               "fact": "Harbor Island has a lighthouse built in 1871"}
 
@@ -115,6 +119,61 @@ def test_every_endpoint_answers_503_while_the_killed_embedded_falkordb_cannot_co
     health = client.get("/health")
     assert health.status_code == 200 and health.get_json()["graph_runtime"] == "ready", health.get_json()
     assert client.get(f"/api/graph/{graph_id}/stats").get_json() == before  # nothing was written meanwhile
+
+
+# --- a FalkorDB reached by FALKORDB_URL --------------------------------------------------------
+
+@pytest.fixture
+def falkordb_server(tmp_path):
+    server = FalkorDBServer(tmp_path / "falkordb", password=PASSWORD).start()
+    yield server
+    graph_runtime.reset_graphiti()  # the app's client to this server, before the server goes
+    graph_runtime._failed_starts.forget()
+    server.kill()
+
+
+def test_a_falkordb_that_refuses_the_password_answers_503_saying_so(backend, falkordb_server, caplog):
+    wrong = "wrong-pass-7c1d"
+    _, client = backend(FALKORDB_URL=falkordb_server.url(password=wrong))
+    says = f"FalkorDB at 127.0.0.1:{falkordb_server.port} refused the credentials"
+    answers = every_endpoint(client, "water")
+    for answer in answers.values():
+        assert_unavailable(answer, says)
+    shown = json.dumps([answer.get_json() for answer in answers.values()]) + caplog.text
+    assert wrong not in shown and PASSWORD not in shown
+
+    _, client = backend(FALKORDB_URL=falkordb_server.url())  # the right password
+    graph_id = unique_graph_id("auth")
+    assert client.post("/api/graph", json={"graph_id": graph_id}).status_code == 201
+    assert client.get("/health").get_json()["graph_runtime"] == "ready"
+
+
+def test_a_falkordb_that_dies_and_reloads_its_data_answers_503_saying_which_and_what(backend, falkordb_server):
+    _, client = backend(FALKORDB_URL=falkordb_server.url())
+    graph_id = unique_graph_id("reload")
+    assert client.post("/api/graph", json={"graph_id": graph_id}).status_code == 201
+    before = _water_graph(client, graph_id)
+    where = f"FalkorDB at 127.0.0.1:{falkordb_server.port}"
+    # Keys enough that a slowed load lasts well beyond the requests below (60 x 0.3 s).
+    filler = falkordb_server.client()
+    for number in range(60):
+        filler.execute_command("GRAPH.QUERY", f"filler_{number}", "CREATE (:Filler {n: 1})")
+    filler.close()
+    falkordb_server.rewrite_append_only_file()
+
+    falkordb_server.kill()
+    for name, answer in every_endpoint(client, graph_id).items():
+        assert_unavailable(answer, f"{where} does not answer")
+
+    # Back, but replaying its data for a while: LOADING, which the client retries, then gives up on.
+    falkordb_server.start("--key-load-delay", "300000", "--loading-process-events-interval-bytes", "1024")
+    for answer in (client.get("/api/graph"), client.get(f"/api/graph/{graph_id}/stats"), client.get("/health")):
+        assert_unavailable(answer, f"{where} is loading its data")
+
+    falkordb_server.kill()
+    falkordb_server.start()  # and once it has loaded, everything answers again, with nothing lost
+    assert client.get(f"/api/graph/{graph_id}/stats").get_json() == before
+    assert client.get("/health").status_code == 200
 
 
 # --- the mapping, for drivers' errors raised after a good start --------------------------------
