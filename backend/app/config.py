@@ -109,7 +109,8 @@ def _instructions(raw: str | None) -> str | None:
 class Config:
     # Graph database
     graph_backend: str = "falkordb"
-    falkordb_url: str | None = None  # unset: the app starts its own embedded FalkorDB
+    # Unset: the app starts its own embedded FalkorDB. May carry a password (redis://:secret@host:6379).
+    falkordb_url: str | None = field(default=None, repr=False)
     neo4j_uri: str | None = None  # unset: the app starts its own local Neo4j (app/graph/local_neo4j.py)
     neo4j_user: str = "neo4j"
     neo4j_password: str = field(default="password", repr=False)

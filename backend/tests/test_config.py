@@ -105,6 +105,7 @@ def test_instructions_may_come_from_a_file(monkeypatch, tmp_path: Path):
 def test_config_repr_holds_no_secrets(monkeypatch):
     for name in ("RERANKER_API_KEY", "API_TOKEN", "LLM_API_KEY", "EMBEDDING_API_KEY", "NEO4J_PASSWORD"):
         monkeypatch.setenv(name, f"{name.lower()}-very-secret")
+    monkeypatch.setenv("FALKORDB_URL", "redis://:falkordb-very-secret@falkor.internal:6379")
     shown = repr(Config.from_env())
     assert "very-secret" not in shown
     assert "reranker_model" in shown

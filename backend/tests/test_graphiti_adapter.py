@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 
+import pytest
+
 from app.config import Config
 from app.graph import runtime as graphiti_adapter
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, _get_graphiti, reset_graphiti
+from app.graph.unavailable import GraphUnavailableError
 from tests.conftest import unique_graph_id
+from tests.support.app_process import free_port
 from tests.support.facts import WATER_FACTS
 
 
@@ -54,7 +58,7 @@ def test_data_survives_an_app_restart():
     assert hits[0].fact == "Harbor Bakery sells sourdough bread baked every morning"
 
 
-def test_search_errors_are_answered_with_an_error_flag(caplog):
+def test_a_search_whose_database_is_gone_raises_graph_unavailable_not_an_empty_result():
     graph = GraphitiAdapter().graph
     gid = unique_graph_id()
     graph.create(gid)
@@ -66,12 +70,30 @@ def test_search_errors_are_answered_with_an_error_flag(caplog):
     async def exists(_runtime, _gid):  # the registry lives in the same (stopped) database
         return True
 
-    graphiti_adapter.graph_store.graph_exists = exists
+    graphiti_adapter.graph_store.graph_exists = exists  # so the search itself meets the stopped database
     try:
-        with caplog.at_level(logging.ERROR):
-            outcome = graph.search(gid, "water", limit=3)
+        with pytest.raises(GraphUnavailableError, match="^the embedded FalkorDB does not answer"):
+            graph.search(gid, "water", limit=3)
+        assert runtime.database_lost  # the next request checks the server before it uses it
     finally:
         graphiti_adapter.graph_store.graph_exists = original_exists
         reset_graphiti()
-    assert outcome.edges == [] and outcome.error and outcome.error.startswith("search failed")
+
+
+def test_search_errors_are_answered_with_an_error_flag(caplog, monkeypatch):
+    """Any other failure, here the embedding server refusing the connection: an empty result with
+    `error` set, not a 503 that blames the database."""
+    graph = GraphitiAdapter().graph
+    gid = unique_graph_id()
+    graph.create(gid)
+    graph.import_facts(gid, WATER_FACTS[:2])
+    reset_graphiti()
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "openai")
+    monkeypatch.setenv("EMBEDDING_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens
+    try:
+        with caplog.at_level(logging.ERROR):
+            outcome = GraphitiAdapter(Config.from_env()).graph.search(gid, "water", limit=3)
+    finally:
+        reset_graphiti()
+    assert outcome.edges == [] and outcome.error and outcome.error.startswith("search failed"), outcome.error
     assert any("Search in" in record.message for record in caplog.records)

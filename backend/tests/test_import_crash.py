@@ -1,7 +1,8 @@
 """A crash in the middle of an import (#13): kill -9 of the embedded FalkorDB or of the whole app
-right after the import's first entity writes. The request in flight gets 503 import_failed (not a
-500), and what the import had written is gone once the database is back: the graph is exactly as it
-was before the import, for reads and for the next import."""
+right after the import's first entity writes. The request in flight gets 503 graph_unavailable with
+Retry-After, naming the database and saying nothing was kept (not a 500), and what the import had
+written is gone once the database is back: the graph is exactly as it was before the import, for
+reads and for the next import."""
 
 from __future__ import annotations
 
@@ -40,9 +41,13 @@ def test_database_killed_mid_import_answers_503_and_leaves_no_stray_entities(cli
         response = client.post(f"/api/graph/{graph_id}/facts", json={"facts": DOOMED})
     assert killer.killed.is_set(), "the database was not killed mid-import"
 
-    assert response.status_code == 503, response.get_json()
-    assert response.get_json()["error"]["code"] == "import_failed"
-    assert _graph_state(get) == before  # the next request restarted the database and cleaned up
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5", response.get_json()
+    error = response.get_json()["error"]
+    assert error["code"] == "graph_unavailable" and error["stored"] == 0, error
+    assert error["message"].startswith("the embedded FalkorDB does not answer"), error
+    # The next request restarts the database and cleans up, also when it comes before the killed
+    # server has been reaped (it refuses connections a moment before its process is gone).
+    assert _graph_state(get) == before
     again = client.post(f"/api/graph/{graph_id}/facts", json={"facts": DOOMED})
     assert again.status_code == 201 and again.get_json()["entities_created"] == 2 * len(DOOMED)
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify
-from neo4j.exceptions import ServiceUnavailable, SessionExpired
+from flask import Flask, current_app, jsonify
 from werkzeug.exceptions import HTTPException
 
 from app.graph.fact_import import GraphChangedError, ImportFailedError
 from app.graph.fact_parsing import FactValidationError
 from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
 from app.graph.loop import GraphTimeoutError
-from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError
+from app.graph.unavailable import GraphUnavailableError, as_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +26,13 @@ class ApiError(Exception):
 def error_response(status: int, code: str, message: str, **details):
     body = {"error": {"code": code, "message": message, **details}}
     return jsonify(body), status
+
+
+def graph_unavailable(error: GraphUnavailableError, **body):
+    """503 graph_unavailable with Retry-After; `body` adds fields beside "error" (health)."""
+    response = jsonify({**body, "error": {"code": "graph_unavailable", "message": str(error), **error.details}})
+    response.headers["Retry-After"] = str(int(error.retry_after_s))
+    return response, 503
 
 
 def register(app: Flask) -> None:
@@ -57,22 +63,12 @@ def register(app: Flask) -> None:
         return error_response(409, "graph_changed", str(error), stored=0)
 
     @app.errorhandler(ImportFailedError)
-    def _import_failed(error: ImportFailedError):
+    def _import_failed(error: ImportFailedError):  # the database answered, but the import did not hold
         return error_response(503, "import_failed", str(error), stored=0)
 
     @app.errorhandler(GraphUnavailableError)
     def _graph_unavailable(error: GraphUnavailableError):
-        response, status = error_response(503, "graph_unavailable", str(error))
-        response.headers["Retry-After"] = str(int(error.retry_after_s))
-        return response, status
-
-    @app.errorhandler(ServiceUnavailable)
-    @app.errorhandler(SessionExpired)
-    def _graph_went_away(error: Exception):  # Neo4j stopped answering after a good start
-        logger.error("Graph database unavailable: %s: %s", type(error).__name__, error)
-        response, status = error_response(503, "graph_unavailable", "the graph database does not answer")
-        response.headers["Retry-After"] = str(int(RETRY_AFTER_S))
-        return response, status
+        return graph_unavailable(error)
 
     @app.errorhandler(GraphTimeoutError)
     def _timeout(error: GraphTimeoutError):
@@ -86,5 +82,11 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):
+        # A database error that reached a view without passing the graph operations (which raise
+        # GraphUnavailableError themselves): a driver error, also one wrapped by graphiti or by us.
+        refusal = as_unavailable(error, current_app.config["APP_CONFIG"])
+        if refusal is not None:
+            logger.error("Graph database unavailable: %s (%s: %s)", refusal, type(error).__name__, error)
+            return graph_unavailable(refusal)
         logger.exception("Unhandled error")
         return error_response(500, "internal_error", f"internal error ({type(error).__name__})")

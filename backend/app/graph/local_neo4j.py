@@ -171,6 +171,28 @@ class LocalNeo4j:
         process = self.process
         return process is not None and process.poll() is not None
 
+    def answers(self, timeout_s: float = 2.0) -> bool:
+        """Whether Bolt accepts us now (a fresh connection, one try)."""
+        try:
+            with GraphDatabase.driver(self.uri, auth=(USER, self.password), connection_timeout=timeout_s,
+                                      connection_acquisition_timeout=timeout_s) as driver:
+                driver.verify_connectivity()
+            return True
+        except Exception:  # refused, reset, timed out: it does not answer
+            return False
+
+    def wait_exited(self, timeout_s: float) -> bool:
+        """Wait until the JVM has exited; whether it has (True when none was started). A killed
+        server stops answering before it is gone."""
+        process = self.process
+        if process is None:
+            return True
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def command(self) -> list[str]:
         installed = install_dir(self.cache_dir)
         classpath = f"{installed / 'classes'}:{installed / 'lib' / '*'}"

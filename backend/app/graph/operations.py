@@ -1,20 +1,28 @@
 """The synchronous graph operations the app calls: `GraphitiAdapter().graph.<operation>(...)`.
 
 Each runs its coroutine (app/graph/store.py, fact_import.py, episodes.py, search.py) on the graph
-loop with a deadline, so Flask views and report tools stay synchronous.
+loop with a deadline, so Flask views and report tools stay synchronous. A database that cannot be
+used comes out of every one of them as GraphUnavailableError (app/graph/unavailable.py), whoever
+raised it on the way, so each caller (an endpoint, a background task, a report tool) sees which
+database and what, and the runtime learns it was lost.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from app.graph import episodes, fact_import
 from app.graph.fact_parsing import FactInput, parse_fact
 from app.graph import store as graph_store
 from app.graph.loop import run_on_loop
 from app.graph.search import JudgedPassages, SearchOutcome, judge_passages, search_graph
+from app.graph.unavailable import GraphUnavailableError, as_unavailable
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class GraphOperations:
@@ -23,31 +31,44 @@ class GraphOperations:
     def __init__(self, runtime) -> None:  # the GraphitiRuntime of app/graph/runtime.py
         self._runtime = runtime
 
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 120.0) -> T:
+        """run_on_loop, with a database that cannot be used raised as GraphUnavailableError."""
+        try:
+            return run_on_loop(coro, timeout=timeout)
+        except Exception as error:
+            refusal = as_unavailable(error, self._runtime.config)
+            if refusal is None or refusal is error:
+                raise
+            self._runtime.database_lost = True
+            if isinstance(error, fact_import.ImportFailedError):  # what became of its writes; stored: 0
+                refusal = GraphUnavailableError(f"{refusal}; the {error}", stored=0)
+            raise refusal from error
+
     def create(self, graph_id: str | None = None, name: str | None = None) -> dict:
-        return run_on_loop(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
+        return self._run(graph_store.create_graph(self._runtime, graph_id or graph_store.new_graph_id(), name))
 
     def list(self) -> list[dict]:
-        return run_on_loop(graph_store.list_graphs(self._runtime))
+        return self._run(graph_store.list_graphs(self._runtime))
 
     def exists(self, graph_id: str) -> bool:
         graph_store.validate_graph_id(graph_id)
-        return run_on_loop(graph_store.graph_exists(self._runtime, graph_id))
+        return self._run(graph_store.graph_exists(self._runtime, graph_id))
 
     def delete(self, graph_id: str, progress: dict | None = None) -> dict:
         """On Neo4j a large graph goes in many batches, each with its own deadline, and none overall."""
         timeout = 120.0 if self._runtime.is_falkordb else None
-        return run_on_loop(graph_store.delete_graph(self._runtime, graph_id, progress), timeout=timeout)
+        return self._run(graph_store.delete_graph(self._runtime, graph_id, progress), timeout=timeout)
 
     def import_facts(self, graph_id: str, facts: list) -> dict:
         """Facts as dicts (validated here) or FactInput objects; no LLM call."""
         parsed = [f if isinstance(f, FactInput) else parse_fact(f, i)
                   for i, f in enumerate(facts, start=1)]
-        return run_on_loop(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
+        return self._run(fact_import.import_facts(self._runtime, graph_id, parsed), timeout=600)
 
     def add(self, graph_id: str, text: str, name: str = "episode", source_description: str = "text") -> dict:
         """One text episode through Graphiti's LLM extraction."""
-        return run_on_loop(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
-                    timeout=self._runtime.config.llm_timeout_s * 10)
+        return self._run(episodes.add_episode(self._runtime, graph_id, text, name, source_description),
+                         timeout=self._runtime.config.llm_timeout_s * 10)
 
     def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
                neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
@@ -55,15 +76,18 @@ class GraphOperations:
         """Hybrid search scoped to one graph, reranked by the configured reranker (`neighbourhood`,
         `candidates`: app/graph/search.py).
 
-        Errors are logged and answered with an empty result and `error` set, never raised,
-        except for an unknown graph, which is the caller's mistake.
+        Errors are logged and answered with an empty result and `error` set, never raised, except
+        for an unknown graph, which is the caller's mistake, and a database that cannot be used
+        (GraphUnavailableError: an empty result would read as "nothing found").
         """
-        if not run_on_loop(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
+        if not self._run(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
             raise graph_store.UnknownGraphError(graph_id)
         try:
-            return run_on_loop(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude,
-                                            candidates),
-                        timeout=self._runtime.config.search_timeout_s)
+            return self._run(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude,
+                                          candidates),
+                             timeout=self._runtime.config.search_timeout_s)
+        except GraphUnavailableError:  # the caller answers 503, not an empty result
+            raise
         except Exception as error:
             logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)
             return SearchOutcome(error=f"search failed: {type(error).__name__}")
@@ -79,13 +103,13 @@ class GraphOperations:
             return None
 
     def nodes(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
-        return run_on_loop(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
+        return self._run(graph_store.list_nodes(self._runtime, graph_id, offset, limit))
 
     def edges(self, graph_id: str, offset: int = 0, limit: int = 50) -> dict:
-        return run_on_loop(graph_store.list_edges(self._runtime, graph_id, offset, limit))
+        return self._run(graph_store.list_edges(self._runtime, graph_id, offset, limit))
 
     def node(self, graph_id: str, node_uuid: str) -> dict:
-        return run_on_loop(graph_store.get_node(self._runtime, graph_id, node_uuid))
+        return self._run(graph_store.get_node(self._runtime, graph_id, node_uuid))
 
     def stats(self, graph_id: str) -> dict:
-        return run_on_loop(graph_store.graph_stats(self._runtime, graph_id))
+        return self._run(graph_store.graph_stats(self._runtime, graph_id))

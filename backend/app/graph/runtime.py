@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
-from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, describe
+from app.graph import unavailable
+from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
 from app.rerank.factory import build_reranker, check_provider
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
@@ -70,6 +72,10 @@ class GraphitiRuntime:
     # Imports cut short by a crash are undone before the first request of a fresh runtime, after
     # the embedded database was restarted, and after an import could not undo its own writes.
     recovery_due: bool = True
+    # A query found the database gone (app/graph/operations.py): the next request checks it first.
+    database_lost: bool = False
+    # When a restart of the embedded database failed, and how it was answered (see _revive_embedded_db).
+    restart_failed: tuple[float, GraphUnavailableError] | None = None
 
     def __post_init__(self) -> None:
         self.graph_lock = GraphLocks(lambda: self.driver_for(graph_store.REGISTRY_GRAPH),
@@ -390,19 +396,81 @@ async def _start_embedded_db(embedded: LocalServer) -> None:
     embedded.start()
 
 
+EXIT_WAIT_S = 5.0  # how long a request waits for a killed embedded server to be gone before restarting it
+RESTART_TIMEOUT_S = local_neo4j.READY_TIMEOUT_S + 10  # a JVM start is the slow one
+
+
 def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
-    """Restart a database server of ours that died (embedded FalkorDB, local Neo4j), over the same data and port.
+    """Restart a database server of ours that died (the embedded FalkorDB, the local Neo4j), over
+    the same data and port; GraphUnavailableError when it cannot be brought back.
 
     Without this every later request fails with a connection error until the app restarts.
-    Started on the loop thread because the server's parent-death signal is tied to the
-    thread that starts it; the client reconnects by itself once the port answers again.
+    A server that was just killed is not yet `exited`: it closes its sockets first and is reaped a
+    moment later, and on a busy machine several requests fit in between. So once a query found it
+    gone (`database_lost`), the next request asks the server itself and, if it does not answer,
+    waits for the process to end before restarting it. Started on the loop thread because the
+    server's parent-death signal is tied to the thread that starts it; the client reconnects by
+    itself once the port answers again.
     """
     embedded = runtime.embedded_db
-    if embedded is None or not embedded.exited:
+    if embedded is None:
         return
-    logger.warning("%s exited (code %s); restarting it", type(embedded).__name__, embedded.process.returncode)
-    run_on_loop(_start_embedded_db(embedded), timeout=local_neo4j.READY_TIMEOUT_S + 10)
+    if not embedded.exited:
+        if not runtime.database_lost:
+            return
+        if embedded.answers():
+            runtime.database_lost = False
+            return
+        if not embedded.wait_exited(EXIT_WAIT_S):
+            raise GraphUnavailableError(
+                f"{unavailable.where(runtime.config)} does not answer, although its process runs; "
+                f"its log, {embedded.log_file}, says why")
+    failed = runtime.restart_failed
+    if failed is not None and time.monotonic() - failed[0] < unavailable.RETRY_AFTER_S:
+        raise GraphUnavailableError(str(failed[1]))  # one restart attempt per RETRY_AFTER_S, not one per request
+    code = embedded.process.returncode if embedded.process is not None else None
+    logger.warning("%s exited (code %s); restarting it", type(embedded).__name__, code)
+    try:
+        run_on_loop(_start_embedded_db(embedded), timeout=RESTART_TIMEOUT_S)
+    except Exception as error:  # e.g. its port was taken meanwhile, or its data cannot be read
+        logger.error("Restarting %s failed: %s: %s", unavailable.where(runtime.config), type(error).__name__, error)
+        refusal = GraphUnavailableError(
+            f"{unavailable.where(runtime.config)} does not answer: it stopped and could not be restarted "
+            f"({type(error).__name__}); its log, {embedded.log_file}, says why")
+        runtime.restart_failed = (time.monotonic(), refusal)
+        raise refusal from error
+    runtime.restart_failed = None
+    runtime.database_lost = False
     runtime.recovery_due = True  # it may have died in the middle of an import
+
+
+HEALTH_PROBE_S = 3.0  # a health check answers within this (Docker's HEALTHCHECK waits 4 s)
+
+
+async def _probe(driver: GraphDriver) -> None:
+    if driver.provider == GraphProvider.NEO4J:
+        await driver.client.verify_connectivity()
+    else:
+        await driver.client.connection.ping()
+
+
+def check_database(runtime: GraphitiRuntime) -> None:
+    """Whether the running runtime's database answers now (health checks): a dead embedded server
+    is restarted as any request would; GraphUnavailableError says which database and what."""
+    _revive_embedded_db(runtime)
+    try:
+        run_on_loop(_probe(runtime.driver), timeout=HEALTH_PROBE_S)
+    except GraphTimeoutError:
+        runtime.database_lost = True
+        raise GraphUnavailableError(
+            f"{unavailable.where(runtime.config)} does not answer within {HEALTH_PROBE_S:.0f} s") from None
+    except Exception as error:
+        refusal = as_unavailable(error, runtime.config)
+        if refusal is None:
+            raise
+        runtime.database_lost = True
+        raise refusal from error
+    runtime.database_lost = False
 
 
 def _recover_imports_if_due(runtime: GraphitiRuntime) -> None:
