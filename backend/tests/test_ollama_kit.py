@@ -18,7 +18,10 @@ from app.local_llm.ollama import (
     CHATML_TEMPLATE, OllamaError, ensure_ollama, model_name, modelfile_text, ollama_files, ollama_status,
     server_environment,
 )
-from app.local_llm.ollama_build import OLLAMA_VERSION, OllamaInstallError, ensure_ollama_installed, fetch_headers
+from app.local_llm.ollama_build import (
+    OLLAMA_VERSION, OllamaInstallError, binary_path, compiler_flags, ensure_ollama_installed, fetch_headers,
+    flags_record, is_installed,
+)
 from tests.support.local_llm_fixtures import free_loopback_port
 
 BACKEND = Path(__file__).resolve().parents[1]
@@ -68,6 +71,28 @@ def test_an_unreachable_package_index_is_named_with_the_setting_that_changes_it(
     message = str(failure.value)
     assert message.startswith("pip could not download nlohmann-json==3.12.0") and "PIP_INDEX_URL" in message
     assert "\n" not in message
+
+
+def test_the_c_code_is_built_for_this_cpu_without_the_amx_kernels_that_fault_here():
+    assert compiler_flags(frozenset({"avx2", "avx512f"})) == "-O3 -march=native"
+    assert compiler_flags(frozenset({"avx512f", "amx_tile", "amx_int8"})) == (
+        "-O3 -march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+
+
+def test_a_binary_built_with_other_flags_or_of_another_version_is_built_again(tmp_path):
+    binary = binary_path(tmp_path)
+    binary.parent.mkdir(parents=True)
+    answers = "#!/bin/sh\necho 'Warning: could not connect to a running Ollama instance' >&2\n" \
+              "echo 'Warning: client version is {version}' >&2\n"
+    binary.write_text(answers.format(version=OLLAMA_VERSION))
+    binary.chmod(0o755)
+    assert not is_installed(tmp_path)  # no record of its flags: a build from before they were chosen
+    flags_record(binary).write_text("-O2 -g\n")
+    assert not is_installed(tmp_path)
+    flags_record(binary).write_text(compiler_flags() + "\n")
+    assert is_installed(tmp_path)
+    binary.write_text(answers.format(version="0.17.3"))
+    assert not is_installed(tmp_path)
 
 
 def test_the_modelfile_gives_the_chat_template_the_stop_token_and_the_judges_context():

@@ -17,9 +17,17 @@ Layout under the cache (OLLAMA_CACHE_DIR, default ~/.cache/mirofish):
     ollama-<version>/downloads/     the wheel, sdist and .deb they came from
     ollama-<version>/build.log      the compiler's output of the last build
 
+The compiler flags matter: `go install` alone compiles ggml's CPU code with cgo's default `-O2`, for
+the x86-64 baseline (SSE2), because Ollama's own releases build their CPU variants with cmake instead.
+That build evaluated a 167-token judge prompt in 115-154 s here. So the C and C++ code is compiled for
+this machine's CPU (`-O3 -march=native`), as llama-server's build is, except AMX: llama.cpp's AMX
+kernels fault on CPUs that advertise it here (see app/local_llm/server.py), and Ollama has no
+`--no-repack` to keep them out, so on such CPUs the build leaves AMX out (`-mno-amx-*`).
+
 A header set already in include/ is not fetched again (so on a machine without apt-get one can put
-stb/stb_image.h there by hand), and a binary that answers `--version` with the pinned version is
-kept: nothing is fetched or built then.
+stb/stb_image.h there by hand), and a binary that answers `--version` with the pinned version and was
+built with the flags this machine gets now (recorded in bin/ollama.flags) is kept: nothing is fetched
+or built then.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
+
+from app.local_llm.server import AMX_CPU_FLAGS, cpu_flags
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +90,24 @@ def binary_version(binary: Path) -> str | None:
     return match.group(1) if match else None
 
 
+def compiler_flags(flags: frozenset[str] | None = None) -> str:
+    """CGO_CFLAGS and CGO_CXXFLAGS: optimised for this CPU, without AMX where the CPU has it."""
+    flags = cpu_flags() if flags is None else flags
+    no_amx = " -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if flags & AMX_CPU_FLAGS else ""
+    return f"-O3 -march=native{no_amx}"
+
+
+def flags_record(binary: Path) -> Path:
+    return binary.with_name(binary.name + ".flags")
+
+
 def is_installed(cache_dir: Path) -> bool:
-    return binary_version(binary_path(cache_dir)) == OLLAMA_VERSION
+    binary = binary_path(cache_dir)
+    try:
+        built_with = flags_record(binary).read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return built_with == compiler_flags() and binary_version(binary) == OLLAMA_VERSION
 
 
 def ensure_ollama_installed(cache_dir: Path) -> Path:
@@ -97,8 +123,8 @@ def ensure_ollama_installed(cache_dir: Path) -> Path:
     started = time.monotonic()
     fetch_headers(include, downloads)
     log.info("Headers ready in %s (%.0f s)", include, time.monotonic() - started)
-    print(f"Building Ollama {OLLAMA_VERSION} (CPU) from the Go module proxy: about 5-6 minutes on 2 cores the "
-          f"first time, less with Go's build cache warm; compiler output: {target / 'build.log'}",
+    print(f"Building Ollama {OLLAMA_VERSION} (CPU, {compiler_flags()}) from the Go module proxy: about 6-9 "
+          f"minutes on 2 cores the first time, seconds with Go's build cache warm; output: {target / 'build.log'}",
           file=sys.stderr, flush=True)
     build_started = time.monotonic()
     _go_install(go, include, target)
@@ -244,6 +270,8 @@ def build_environment(include: Path, gobin: Path) -> dict[str, str]:
         **os.environ,
         "CGO_ENABLED": "1",
         "CGO_CPPFLAGS": f"-I{include}",
+        "CGO_CFLAGS": compiler_flags(),
+        "CGO_CXXFLAGS": compiler_flags(),
         "GOBIN": str(gobin),
         # One package at a time: llama.cpp's C++ alone keeps a core busy, and two cgo packages at once
         # need about 2 GB of memory. No VCS stamping: the source comes from the module proxy, not git.
@@ -271,7 +299,9 @@ def _go_install(go: str, include: Path, target: Path) -> None:
         raise OllamaInstallError(f"`go install {OLLAMA_MODULE}@v{OLLAMA_VERSION}` failed (exit "
                                  f"{result.returncode}).{hint} Last lines of {build_log}:\n{tail}")
     (target / "bin").mkdir(exist_ok=True)
-    built.replace(target / "bin" / "ollama")
+    binary = target / "bin" / "ollama"
+    built.replace(binary)
+    flags_record(binary).write_text(compiler_flags() + "\n", encoding="utf-8")
     shutil.rmtree(partial, ignore_errors=True)
 
 
