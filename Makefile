@@ -4,10 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py backend/app/graph/neo4j_server/* 2>/dev/null | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py backend/app/local_llm/ollama_build.py backend/app/graph/neo4j_server/* 2>/dev/null | sha1sum | cut -c1-12)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv demo serve test local-llm local-llm-stop neo4j neo4j-stop bench load clean
+.PHONY: venv demo serve test local-llm local-llm-stop ollama ollama-stop neo4j neo4j-stop bench load clean
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,8 @@ $(STAMP):
 	@cd backend && ../$(PY) -m app.local_llm install >/dev/null
 	@echo "Fetching Neo4j Community through Maven for the local Neo4j (first run only, ~125 MB)..."
 	@cd backend && ../$(PY) -m app.graph.local_neo4j install >/dev/null
+	@echo "Building Ollama from the Go module proxy for its test tier (first run only, ~6 min; needs Go 1.24+)..."
+	@cd backend && ../$(PY) -m app.local_llm ollama install >/dev/null
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)
@@ -30,6 +32,14 @@ local-llm: venv
 
 local-llm-stop: venv
 	cd backend && ../$(PY) -m app.local_llm stop
+
+# The same model on Ollama (built here from the Go module proxy) on 127.0.0.1:11434 (OLLAMA_LOCAL_PORT),
+# imported as mirofish/<LOCAL_LLM_MODEL>; it prints the RERANKER_* settings that reach it.
+ollama: venv
+	cd backend && ../$(PY) -m app.local_llm ollama start
+
+ollama-stop: venv
+	cd backend && ../$(PY) -m app.local_llm ollama stop
 
 # A local Neo4j 5.26 Community (Maven, no Docker) on 127.0.0.1:7687 for several app processes; it
 # prints the NEO4J_* settings that reach it. The app starts (and stops) its own when GRAPH_BACKEND=neo4j

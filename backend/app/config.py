@@ -8,6 +8,7 @@ for an application setting. `Config.from_env()` validates the switches, so a typ
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +96,18 @@ def _float(name: str, default: float, minimum: float | None = None, maximum: flo
     return value
 
 
+# What Ollama takes for OLLAMA_KEEP_ALIVE: whole seconds, or a Go duration such as 30m or 1h30m; negative
+# keeps the model loaded for good.
+_DURATION = re.compile(r"-?(?:\d+|(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+)")
+
+
+def _duration(name: str, default: str) -> str:
+    value = _env(name, default) or default
+    if not _DURATION.fullmatch(value):
+        raise ValueError(f"{name} must be seconds or a duration such as 30m or 1h30m, got {value!r}")
+    return value
+
+
 def _instructions(raw: str | None) -> str | None:
     """RERANKER_INSTRUCTIONS is free text, or the path of a file that holds it."""
     if raw is None:
@@ -174,10 +187,15 @@ class Config:
     reranker_api_style: str = "auto"
     reranker_api_max_documents: int = 0  # documents per request; 0: no cap (split only when refused)
 
-    # Local model kit (llama-cpp-python server)
+    # Local model kit (llama.cpp's llama-server)
     local_llm_model: str = "qwen2.5-coder-1.5b"
     local_llm_port: int = 8088
     model_cache_dir: Path = Path.home() / ".cache" / "mirofish" / "models"
+    # The kit's Ollama (app/local_llm/ollama.py): built under the cache, serving LOCAL_LLM_MODEL's GGUF on
+    # 127.0.0.1 at this port, which keeps the model loaded this long after a request (an Ollama duration)
+    ollama_cache_dir: Path = Path.home() / ".cache" / "mirofish"
+    ollama_local_port: int = 11434
+    ollama_local_keep_alive: str = "30m"
 
     # HTTP server and API
     host: str = "127.0.0.1"
@@ -305,6 +323,9 @@ class Config:
             model_cache_dir=Path(
                 _env("MODEL_CACHE_DIR", str(cls.model_cache_dir))
             ).expanduser(),
+            ollama_cache_dir=Path(_env("OLLAMA_CACHE_DIR", str(cls.ollama_cache_dir))).expanduser(),
+            ollama_local_port=_int("OLLAMA_LOCAL_PORT", cls.ollama_local_port, 1, 65535),
+            ollama_local_keep_alive=_duration("OLLAMA_LOCAL_KEEP_ALIVE", cls.ollama_local_keep_alive),
             host=_env("HOST", cls.host),
             port=_int("PORT", cls.port, 0),
             api_token=_env("API_TOKEN"),

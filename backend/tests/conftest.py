@@ -15,6 +15,7 @@ pytest_plugins = [
     for name in (
         "tests.support.scripted_llm_fixtures",
         "tests.support.local_llm_fixtures",
+        "tests.support.ollama_fixtures",
         "tests.support.graph_backends",
     )
     if importlib.util.find_spec(name) is not None

@@ -93,6 +93,19 @@ def test_numbers_are_validated(monkeypatch):
         Config.from_env()
 
 
+@pytest.mark.parametrize("value", ["30m", "1h30m", "300", "-1", "2.5h", "45s"])
+def test_ollama_keep_alive_takes_what_ollama_takes(monkeypatch, value):
+    monkeypatch.setenv("OLLAMA_LOCAL_KEEP_ALIVE", value)
+    assert Config.from_env().ollama_local_keep_alive == value
+
+
+@pytest.mark.parametrize("value", ["30 minutes", "m30", "1d", "30m5"])
+def test_ollama_keep_alive_refuses_what_ollama_would_not_parse(monkeypatch, value):
+    monkeypatch.setenv("OLLAMA_LOCAL_KEEP_ALIVE", value)
+    with pytest.raises(ValueError, match="OLLAMA_LOCAL_KEEP_ALIVE must be seconds or a duration"):
+        Config.from_env()
+
+
 def test_instructions_may_come_from_a_file(monkeypatch, tmp_path: Path):
     guidance = tmp_path / "guidance.txt"
     guidance.write_text("Prefer official reference documents.\n")

@@ -249,6 +249,19 @@ def test_whole_call_failure_keeps_incoming_order_with_one_warning(case, caplog):
     assert reranker.stats()["fallbacks"] == 1
     if case == "model_not_found":
         assert server.count < len(PASSAGES)  # a 404 aborts the call instead of trying every passage
+        # What the server said is kept: the log and /health say the model is missing, not only "404".
+        assert f"model '{MODEL}' not found" in warning.getMessage()
+        assert reranker.stats()["last_error_detail"] == f"HTTP 404: model '{MODEL}' not found"
+
+
+def test_a_bare_404_names_the_model_and_the_server_it_was_asked_of(caplog):
+    with ScriptedLLMServer(always(error(404, "404 page not found"))) as server:  # e.g. a base URL without /v1
+        reranker = make_reranker(server.base_url)
+        assert_incoming_order(rank(reranker, PASSAGES[:3]), PASSAGES[:3])
+    detail = reranker.stats()["last_error_detail"]
+    assert detail == f"HTTP 404: 404 page not found (model '{MODEL}' at {server.base_url})"
+    (warning,) = warnings_in(caplog)
+    assert detail in warning.getMessage()
 
 
 def test_hanging_server_cannot_hold_the_call_past_its_deadline(scripted_llm, caplog):
@@ -278,6 +291,7 @@ def test_api_key_never_appears_in_logs_stats_or_repr(caplog):
     logged = "\n".join(record.getMessage() for record in caplog.records) + caplog.text
     assert API_KEY not in logged
     assert API_KEY not in json.dumps(reranker.stats()) and API_KEY not in repr(reranker)
+    assert "model not found; you sent Bearer ***" in json.dumps(reranker.stats())  # the rest is kept
 
 
 # -- concurrency, cache, breaker ----------------------------------------------------------------

@@ -11,7 +11,10 @@ returned the entities in 12 of 12. So this client sends the schema in the reques
 decodes greedily.
 
 A server that ignores the extra `schema` key would get no schema at all: for servers that support
-`json_schema`, use GRAPHITI_LLM_PROVIDER=openai.
+`json_schema`, use GRAPHITI_LLM_PROVIDER=openai. Ollama is one: it turns `json_object` into its plain
+JSON grammar and drops the schema (0.17.4, checked here: asked for {"zq_people": [...]} it answered
+{"name": ..., "position": ..., "town": ...}), while it enforces `json_schema` and the schema of
+/v1/responses, which GRAPHITI_LLM_PROVIDER=openai uses (tests/test_ollama_graphiti_llm.py).
 """
 
 from __future__ import annotations

@@ -34,6 +34,10 @@ from app.rerank.types import CALL_LEVEL_STATUSES
 logger = logging.getLogger(__name__)
 
 TOP_LOGPROBS = 10  # alternatives requested per position; yes/no are nearly always among them
+SERVER_MESSAGE_CHARS = 160  # of an error body's message, in the JudgeError (logs, /health)
+# The keys the settings fill in when none is given: words, not secrets, and taking "ollama" out of an
+# Ollama error message would garble it.
+_PLACEHOLDER_KEYS = frozenset({"ollama", "unused"})
 
 COUNTER_NAMES = (
     "calls",  # rank calls (strategies count them)
@@ -108,6 +112,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         api_key = api_key or "unused"  # Ollama ignores the key, the SDK insists on one
+        self._api_key = api_key  # only to take it out of error messages a server echoes
         # max_retries=0: the SDK's own retries would multiply our timeouts and deadline.
         super().__init__(model=model, base_url=base_url, timeout_s=timeout_s, max_parallel=max_parallel,
                          counters=JudgeCounters(),
@@ -210,10 +215,25 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
             return JudgeError(name, f"no answer within {self.timeout_s:g}s", timed_out=True)
         if isinstance(exc, openai.APIStatusError):
-            return JudgeError(name, f"HTTP {exc.status_code}", call_level=exc.status_code in CALL_LEVEL_STATUSES)
+            detail = f"HTTP {exc.status_code}: {self._server_message(exc)}"
+            call_level = exc.status_code in CALL_LEVEL_STATUSES
+            if call_level and self.model not in detail:
+                # An unknown model, a wrong key or URL: say which model was asked for where, so a bare
+                # 404 in the log or /health points at the setting to fix.
+                detail += f" (model {self.model!r} at {redact_url(self.base_url)})"
+            return JudgeError(name, detail, call_level=call_level)
         if isinstance(exc, openai.APIConnectionError):
             return JudgeError(name, "could not reach the server")
         return JudgeError(name, "unreadable response")  # e.g. a body that is not JSON
+
+    def _server_message(self, exc: openai.APIStatusError) -> str:
+        """What the server said in its error body ({"error": {"message": ...}} or text), short and key-free."""
+        body = exc.body
+        message = body.get("message") if isinstance(body, dict) else body
+        text = " ".join(str(message).split()) if message else "(no message)"
+        if self._api_key not in _PLACEHOLDER_KEYS:
+            text = text.replace(self._api_key, "***")
+        return text if len(text) <= SERVER_MESSAGE_CHARS else text[:SERVER_MESSAGE_CHARS] + "..."
 
     async def _chat(
         self, messages: list[dict[str, str]], *, max_tokens: int, logprobs: bool = False, json_object: bool = False,
@@ -234,7 +254,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
                     )
             except Exception as exc:  # CancelledError is not an Exception: cancellation propagates
                 error = self._as_judge_error(exc)
-                self.counters.record_error(error.error_class)
+                self.counters.record_error(error.error_class, error.detail)
                 raise error from None
         return self._read_answer(response)
 

@@ -237,7 +237,7 @@ class RerankApiClient(ServerConnection[httpx.AsyncClient]):
 
     def _error(self, detail: str, error_class: str, *, call_level: bool = False,
                timed_out: bool = False) -> RerankProviderError:
-        self.counters.record_error(error_class)
+        self.counters.record_error(error_class, detail)
         return RerankProviderError(f"the reranker request failed ({error_class}: {detail})",
                                    error_class=error_class, call_level=call_level, timed_out=timed_out)
 

@@ -33,7 +33,7 @@ import pytest
 
 from app.config import LOCAL_LLM_MODELS, Config
 from app.local_llm import ensure_server, stop_server
-from app.local_llm.locking import exclusive_lock
+from tests.support.server_leases import ServerLeases
 
 TEST_PORT_BASE = 18088
 SHARED_STATE_DIR = Path(tempfile.gettempdir()) / f"mirofish-local-llm-tests-{os.getuid()}"
@@ -54,46 +54,6 @@ def shared_server_config(config: Config) -> Config:
     return dataclasses.replace(config, local_llm_port=port, data_dir=SHARED_STATE_DIR)
 
 
-class _Leases:
-    """Which live test sessions use the shared server on one port (a file per session pid)."""
-
-    def __init__(self, config: Config) -> None:
-        self.folder = SHARED_STATE_DIR / f"leases-{config.local_llm_port}"
-        self.lock = SHARED_STATE_DIR / f"leases-{config.local_llm_port}.lock"
-        self.mine = self.folder / str(os.getpid())
-
-    def take(self) -> None:
-        with exclusive_lock(self.lock):
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self.mine.touch()
-
-    def release_and_stop_if_last(self, config: Config) -> None:
-        # Under the lease lock, so no session can take a lease between the count and the stop.
-        with exclusive_lock(self.lock):
-            self.mine.unlink(missing_ok=True)
-            if not self._others_alive():
-                stop_server(config)
-
-    def _others_alive(self) -> bool:
-        alive = False
-        for lease in self.folder.glob("*"):
-            if _pid_alive(int(lease.name)):
-                alive = True
-            else:
-                lease.unlink(missing_ok=True)  # a session that was killed
-        return alive
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "local_llm" in getattr(item, "fixturenames", ()):
@@ -109,10 +69,11 @@ def local_llm_config() -> Config:
 @pytest.fixture(scope="session")
 def local_llm(local_llm_config: Config) -> Iterator[str]:
     """Base URL (http://127.0.0.1:<port>/v1) of a running local model server."""
-    leases = _Leases(local_llm_config)
+    leases = ServerLeases(SHARED_STATE_DIR / f"leases-{local_llm_config.local_llm_port}",
+                          lambda: stop_server(local_llm_config))
     leases.take()
     try:
         url = ensure_server(local_llm_config)
         yield url
     finally:
-        leases.release_and_stop_if_last(local_llm_config)
+        leases.release_and_stop_if_last()

@@ -1,0 +1,202 @@
+"""The reranker on Ollama itself (the server production runs), built and started by the project with the
+kit's real model imported (tests/support/ollama_fixtures.py): Ollama's logprobs carry the tokens the
+score parser reads, each score mode ranks a relevant passage above an irrelevant one, `auto` keeps
+logprobs, a model Ollama lacks is named in the log and in /health, RERANKER_MAX_PARALLEL requests at once
+are what the server was started to run, and an Ollama stopped in the middle of a search leaves the
+first stage's order with one warning.
+
+Passages are short and few: on a busy 2-core machine a logprobs request takes 2-3 s once the judge's
+system prompt is cached in a slot, a JSON one 10-30 s (Ollama samples it under a JSON grammar)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import shutil
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from app.config import DEFAULT_CONTEXT_TOKENS, Config
+from app.graph.runtime import GraphitiAdapter
+from app.local_llm.ollama import (
+    CHATML_TEMPLATE, base_url, ensure_ollama, ollama_files, ollama_status, server_url, stop_ollama,
+)
+from app.local_llm.ollama_build import OLLAMA_VERSION
+from app.rerank.factory import build_judge, build_reranker
+from app.rerank.judge import TOP_LOGPROBS
+from app.rerank.judge_prompt import GRADES, NO_WORD, YES_WORD, build_judge_messages
+from app.rerank.score_parsing import expected_grade, normalise_token, yes_probability
+from tests.conftest import unique_graph_id
+from tests.support.local_llm_fixtures import free_loopback_port
+
+logger = logging.getLogger(__name__)
+
+QUERY = "Who runs the town's drinking water utility?"
+RELEVANT = "Mara Lindqvist directs the Harbor Water Utility, which supplies the town's drinking water."
+IRRELEVANT = "The bakery on Mill Street sells rye bread on Saturdays."
+# Margins for a shared, busy 2-core CPU (the first request also loads the model); quiet, a request takes ~1 s.
+SLOW = dict(reranker_timeout_s=600.0, reranker_deadline_s=1200.0)
+
+
+def reranker_config(url: str, model: str, **settings) -> Config:
+    config = Config.from_env()
+    return dataclasses.replace(config, reranker_provider="ollama", reranker_base_url=url,
+                               reranker_model=model, **{**SLOW, **settings})
+
+
+def rank(config: Config, passages: list[str], query: str = QUERY):
+    """One rank call on a judge of its own (so counters and cache are this test's); (results, stats)."""
+    reranker = build_reranker(config, judge=build_judge(config))
+
+    async def go():
+        try:
+            return await reranker.rank(query, passages)
+        finally:
+            await reranker.aclose()
+
+    return asyncio.run(go()), reranker.stats()
+
+
+def first_position(url: str, model: str, mode: str, passage: str):
+    """The first answer position of one judge request, as the judge sends it in logprob modes."""
+    client = openai.OpenAI(base_url=url, api_key="ollama", timeout=600.0, max_retries=0)
+    response = client.chat.completions.create(
+        model=model, messages=build_judge_messages(QUERY, passage, mode=mode), temperature=0, max_tokens=1,
+        logprobs=True, top_logprobs=TOP_LOGPROBS)
+    positions = response.choices[0].logprobs.content
+    offered = [(alternative.token, round(alternative.logprob, 3)) for alternative in positions[0].top_logprobs]
+    logger.info("Ollama %s, %s mode: answered %r, top_logprobs %s", OLLAMA_VERSION, mode,
+                response.choices[0].message.content, offered)
+    return positions
+
+
+def test_the_project_runs_its_pinned_ollama_with_the_chat_template(local_ollama, ollama_config, ollama_model):
+    status = ollama_status(ollama_config)
+    assert status.state == "running" and status.version == OLLAMA_VERSION and ollama_model in status.models
+    shown = httpx.post(f"{server_url(ollama_config)}/api/show", json={"model": ollama_model}, timeout=30).json()
+    # Without our TEMPLATE a bare GGUF gets `{{ .Prompt }}`: no system message, no roles.
+    assert shown["template"] == CHATML_TEMPLATE
+    assert "<|im_end|>" in shown["parameters"]
+    assert re.search(rf"num_ctx\s+{DEFAULT_CONTEXT_TOKENS}\b", shown["parameters"]), shown["parameters"]
+    # The import went to OLLAMA_MODELS under the state folder, not to ~/.ollama.
+    namespace, name = ollama_model.split("/")
+    manifests = ollama_files(ollama_config).models / "manifests" / "registry.ollama.ai"
+    assert (manifests / namespace / name / "latest").is_file()
+
+
+def test_top_logprobs_carry_the_yes_and_no_tokens_the_parser_reads(local_ollama, ollama_model):
+    relevant = first_position(local_ollama, ollama_model, "logprobs", RELEVANT)
+    offered = {normalise_token(alternative.token) for alternative in relevant[0].top_logprobs}
+    assert {YES_WORD, NO_WORD} <= offered, offered
+    irrelevant = first_position(local_ollama, ollama_model, "logprobs", IRRELEVANT)
+    assert yes_probability(relevant) > 0.5 > yes_probability(irrelevant)
+
+
+def test_top_logprobs_carry_the_grade_digits_the_parser_reads(local_ollama, ollama_model):
+    relevant = first_position(local_ollama, ollama_model, "graded", RELEVANT)
+    offered = {normalise_token(alternative.token) for alternative in relevant[0].top_logprobs}
+    assert len(offered & set(GRADES)) >= 2, offered
+    irrelevant = first_position(local_ollama, ollama_model, "graded", IRRELEVANT)
+    assert expected_grade(relevant) > expected_grade(irrelevant)
+
+
+@pytest.mark.parametrize("score_mode, mode_in_use", [("logprobs", "logprobs"), ("graded", "graded"),
+                                                     ("json", "json"), ("auto", "logprobs")])
+def test_each_score_mode_ranks_the_relevant_passage_first(local_ollama, ollama_model, score_mode, mode_in_use):
+    config = reranker_config(local_ollama, ollama_model, reranker_score_mode=score_mode)
+    results, stats = rank(config, [IRRELEVANT, RELEVANT])
+    assert [passage for passage, _ in results] == [RELEVANT, IRRELEVANT], results
+    assert results[0][1] > results[1][1]
+    # Scored by the model in the asked mode, nothing failed; auto keeps logprobs, as Ollama returns them.
+    assert stats["fallbacks"] == 0 and stats["passage_failures"] == 0 and stats["model_requests"] == 2
+    assert stats["score_mode_in_use"] == mode_in_use and stats["score_mode_switches"] == 0
+
+
+def test_requests_up_to_the_parallel_bound_all_answer_on_the_slots_ollama_was_started_with(
+        local_ollama, ollama_config, ollama_model):
+    parallel = ollama_config.reranker_max_parallel  # `ollama serve` got it as OLLAMA_NUM_PARALLEL
+    passages = [f"{RELEVANT[:-1]} (notice {number})." for number in range(2 * parallel)]
+    config = reranker_config(local_ollama, ollama_model, reranker_score_mode="logprobs",
+                             reranker_max_parallel=parallel)
+    results, stats = rank(config, passages)
+    assert sorted(passage for passage, _ in results) == sorted(passages)
+    assert stats["model_requests"] == 2 * parallel and stats["passage_failures"] == 0 and stats["fallbacks"] == 0
+    assert stats["peak_in_flight"] == parallel  # the judge did send that many at once...
+    log = ollama_files(ollama_config).log.read_text(errors="replace")
+    assert f"Parallel:{parallel} " in log  # ...and Ollama loaded the model with that many slots
+
+
+@pytest.fixture
+def water_graph(client):
+    graph = GraphitiAdapter().graph
+    gid = unique_graph_id("ol")
+    graph.create(gid)
+    graph.import_facts(gid, [
+        {"source": "Mara Lindqvist", "target": "Harbor Water Utility", "relation": "directs", "fact": RELEVANT},
+        {"source": "Mill Street Bakery", "target": "Town", "relation": "sells", "fact": IRRELEVANT},
+    ])
+    return gid
+
+
+def test_a_model_ollama_lacks_is_named_in_the_warning_and_in_health(backend, local_ollama, water_graph, caplog):
+    missing = "mirofish/not-imported"
+    _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=local_ollama, RERANKER_MODEL=missing,
+                        RERANKER_TIMEOUT_S=600, RERANKER_DEADLINE_S=1200)
+    response = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 2})
+    body = response.get_json()
+    assert response.status_code == 200 and body["reranked"] is False  # the first stage's order, answered
+    said = f"model '{missing}' not found"
+    warnings = [record.getMessage() for record in caplog.records
+                if record.levelno == logging.WARNING and record.name.startswith("app.")]
+    assert len(warnings) == 1 and said in warnings[0], warnings
+    stats = client.get("/health").get_json()["reranker"]["stats"]
+    assert stats["last_error"] == "NotFoundError" and said in stats["last_error_detail"]
+    assert stats["model"] == missing and stats["fallbacks"] == 1
+
+
+@pytest.fixture
+def private_ollama(local_ollama, ollama_config, tmp_path):
+    """An Ollama of this test's own (a free port, its own state folder) that serves the shared one's imported
+    model, so stopping it stops no other test's server. Its settings; it is stopped after the test."""
+    config = dataclasses.replace(ollama_config, ollama_local_port=free_loopback_port(), data_dir=tmp_path)
+    shared, own = ollama_files(ollama_config), ollama_files(config)
+    own.directory.mkdir(parents=True)
+    own.models.symlink_to(shared.models, target_is_directory=True)
+    modelfile = f"{config.local_llm_model}.Modelfile"  # the record of the import: none is needed again
+    shutil.copy(shared.directory / modelfile, own.directory / modelfile)
+    ensure_ollama(config)
+    yield config
+    stop_ollama(config)
+
+
+def stop_once_requests_are_in_flight(reranker, config: Config, timeout_s: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while reranker.stats()["in_flight"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop_ollama(config)
+
+
+def test_ollama_stopped_in_the_middle_of_a_search_leaves_the_first_stage_order(
+        backend, private_ollama, ollama_model, water_graph, caplog):
+    _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=base_url(private_ollama),
+                        RERANKER_MODEL=ollama_model,
+                        RERANKER_TIMEOUT_S=600, RERANKER_DEADLINE_S=1200)
+    stopper = threading.Thread(target=stop_once_requests_are_in_flight,
+                               args=(GraphitiAdapter().runtime.reranker, private_ollama))
+    stopper.start()
+    response = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 2})
+    stopper.join()
+    body = response.get_json()
+    assert ollama_status(private_ollama).state == "stopped"
+    assert response.status_code == 200 and body["reranked"] is False and body["error"] is None
+    assert [edge["first_stage_rank"] for edge in body["edges"]] == [1, 2]
+    assert all(edge["rerank_score"] is None for edge in body["edges"])
+    warnings = [record.getMessage() for record in caplog.records
+                if record.levelno == logging.WARNING and record.name.startswith("app.")]
+    assert len(warnings) == 1 and "APIConnectionError" in warnings[0], warnings
