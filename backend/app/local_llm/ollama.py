@@ -40,6 +40,7 @@ import httpx
 
 from app.config import DEFAULT_CONTEXT_TOKENS, Config
 from app.local_llm.assemble import ensure_model
+from app.local_llm import processes
 from app.local_llm.locking import exclusive_lock
 from app.local_llm.ollama_build import OLLAMA_VERSION, ensure_ollama_installed
 
@@ -60,7 +61,6 @@ CHATML_TEMPLATE = """{{- range .Messages }}<|im_start|>{{ .Role }}
 {{ end }}<|im_start|>assistant
 """
 
-_children: dict[int, subprocess.Popen] = {}  # servers this process started, reaped when they stop
 
 
 class OllamaError(RuntimeError):
@@ -256,7 +256,7 @@ def _start(config: Config, files: OllamaFiles, binary: Path) -> int:
         process = subprocess.Popen([str(binary), "serve"], stdin=subprocess.DEVNULL, stdout=log_file,
                                    stderr=subprocess.STDOUT, cwd=files.directory,
                                    env=server_environment(config, files), start_new_session=True)
-    _children[process.pid] = process
+    processes.children[process.pid] = process
     record = {"pid": process.pid, "port": config.ollama_local_port, "version": OLLAMA_VERSION,
               "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     temporary = files.record.with_suffix(".json.tmp")
@@ -286,10 +286,10 @@ def _stop_locked(files: OllamaFiles, grace_s: float) -> bool:
         return False
     log.info("Stopping Ollama pid %s", pid)
     _signal_group(pid, signal.SIGTERM)
-    if not _wait_exit(pid, grace_s):
+    if not processes.wait_exit(pid, grace_s):
         log.warning("Ollama pid %s ignored SIGTERM for %.0f s; sending SIGKILL", pid, grace_s)
         _signal_group(pid, signal.SIGKILL)
-        if not _wait_exit(pid, 5.0):
+        if not processes.wait_exit(pid, 5.0):
             raise OllamaError(f"Could not stop Ollama pid {pid}")
     files.record.unlink(missing_ok=True)
     return True
@@ -303,42 +303,18 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def _wait_exit(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _is_alive(pid):
-            return True
-        time.sleep(0.1)
-    return not _is_alive(pid)
 
 
 # ---------------------------------------------------------------- process and HTTP probes
 
 
-def _is_alive(pid: int) -> bool:
-    child = _children.get(pid)
-    if child is not None:
-        if child.poll() is not None:  # reaps our own child, so it does not linger as a zombie
-            _children.pop(pid, None)
-            return False
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (state Z) has exited and only waits for its parent
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _is_our_server(pid: int) -> bool:
     """Alive and still `ollama serve`, so a recycled pid is never signalled."""
-    if not _is_alive(pid):
+    if not processes.is_alive(pid):
         return False
-    if pid in _children:
+    if pid in processes.children:
         return True  # our own unreaped child cannot have a recycled pid
     try:
         arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

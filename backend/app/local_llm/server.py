@@ -28,6 +28,7 @@ import httpx
 from app.config import DEFAULT_CONTEXT_TOKENS, Config
 from app.local_llm.assemble import ensure_model
 from app.local_llm.install import ensure_llama_server_installed
+from app.local_llm import processes
 from app.local_llm.locking import exclusive_lock
 from app.local_llm.models import get_model
 
@@ -44,7 +45,6 @@ LOG_TAIL_LINES = 40
 
 # Servers started by this process, so that stopping one also reaps it (a zombie child
 # would otherwise still look alive to os.kill(pid, 0)).
-_children: dict[int, subprocess.Popen] = {}
 
 
 class LocalServerError(RuntimeError):
@@ -280,7 +280,7 @@ def _start(config: Config, files: ServerFiles, binary: Path, model_file: Path) -
             cwd=files.directory,
             start_new_session=True,
         )
-    _children[process.pid] = process
+    processes.children[process.pid] = process
     record = {
         "pid": process.pid,
         "port": config.local_llm_port,
@@ -334,10 +334,10 @@ def _stop_locked(files: ServerFiles, grace_s: float = STOP_GRACE_S) -> bool:
         return False
     log.info("Stopping local model server pid %s", pid)
     _signal(pid, signal.SIGTERM)
-    if not _wait_exit(pid, grace_s):
+    if not processes.wait_exit(pid, grace_s):
         log.warning("Server pid %s ignored SIGTERM for %.0f s; sending SIGKILL", pid, grace_s)
         _signal(pid, signal.SIGKILL)
-        if not _wait_exit(pid, 5.0):
+        if not processes.wait_exit(pid, 5.0):
             raise LocalServerError(f"Could not stop server pid {pid}")
     files.record.unlink(missing_ok=True)
     return True
@@ -354,44 +354,18 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
-def _wait_exit(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _is_alive(pid):
-            return True
-        time.sleep(0.1)
-    return not _is_alive(pid)
 
 
 # ---------------------------------------------------------------- process and HTTP probes
 
 
-def _is_alive(pid: int) -> bool:
-    child = _children.get(pid)
-    if child is not None:
-        if child.poll() is not None:  # reaps our own child, so it does not linger as a zombie
-            _children.pop(pid, None)
-            return False
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        # Field 3 is the state; a zombie (Z) has exited and only waits for its parent.
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _is_our_server(pid: int) -> bool:
     """Alive and still a llama-server process, so a recycled pid is never signalled."""
-    if not _is_alive(pid):
+    if not processes.is_alive(pid):
         return False
-    if pid in _children:
+    if pid in processes.children:
         # Our own unreaped child cannot have a recycled pid. Its cmdline can read empty for a
         # moment right after Popen returns (vfork resumes the parent mid-exec), so skip it.
         return True
