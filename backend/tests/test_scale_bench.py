@@ -33,11 +33,28 @@ def test_one_graph_grows_through_the_sizes_and_each_size_is_measured(tmp_path):
         first = step["first_stage"]
         assert first["requests"] == 4 and first["errors"] == 0, first
         assert 0 < first["p50_ms"] <= first["p95_ms"] <= first["max_ms"]
-        assert step["memory"]["app_rss_mib"] > 0 and step["memory"]["falkordb_rss_mib"] > 0
+        assert step["memory"]["app_rss_mib"] > 0 and step["memory"]["database_rss_mib"] > 0
+        assert step["memory"]["database"] == "FalkorDB"
         assert "reranked" not in step
     assert report["reranked_skipped"]
     table = (out / "results.md").read_text()
     assert "| 20 |" in table and "| 40 |" in table and "skipped" in table
+    assert "| FalkorDB RSS |" in table
+
+
+def test_on_neo4j_the_database_column_is_the_local_neo4j_jvm(tmp_path, monkeypatch):
+    # A configured server is never written to: the served app starts its own Neo4j under its DATA_DIR.
+    monkeypatch.setenv("GRAPH_BACKEND", "neo4j")
+    monkeypatch.setenv("NEO4J_URI", "bolt://127.0.0.1:9")
+    result, out = _scale(tmp_path, "--sizes", "12", "--searches", "2")
+
+    assert result.exit_code == 0, result.output
+    step = json.loads((out / "results.json").read_text())["steps"][0]
+    assert step["edges"] == 12 and step["first_stage"]["errors"] == 0, step
+    assert step["memory"]["database"] == "Neo4j"
+    # The JVM's resident heap and page cache, not a stray small process: FalkorDB holds ~10 MiB here.
+    assert step["memory"]["database_rss_mib"] > 100, step["memory"]
+    assert "| Neo4j RSS |" in (out / "results.md").read_text()
 
 
 def test_facts_can_share_their_sensors_so_a_fact_adds_one_text_not_two(tmp_path):

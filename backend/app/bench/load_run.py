@@ -77,18 +77,43 @@ def request_json(port: int, method: str, path: str, body: Any = None, timeout: f
         connection.close()
 
 
+# The database server each GRAPH_BACKEND's app starts over its DATA_DIR: its name, and the file under
+# DATA_DIR that holds its pid (the embedded FalkorDB's pidfile; the local Neo4j's record, app/graph/local_neo4j.py).
+DATABASES = {"falkordb": ("FalkorDB", "falkordb/redis.pid"), "neo4j": ("Neo4j", "neo4j/server.json")}
+
+
 class ServedApp:
-    """`flask --app app serve` in a subprocess on a free loopback port."""
+    """`flask --app app serve` in a subprocess on a free loopback port.
+
+    GRAPH_BACKEND comes from the environment (FalkorDB unless it says neo4j); either way the app
+    starts its own database under the private DATA_DIR: a configured server is never written to."""
 
     def __init__(self, data_dir: Path, log_path: Path, threads: int, env: dict[str, str]) -> None:
         self.data_dir, self.log_path, self.threads = data_dir, log_path, threads
         self.port = free_port()
         self.env = {**os.environ, "DOTENV_PATH": os.devnull, "DATA_DIR": str(data_dir), "HOST": "127.0.0.1",
-                    "PORT": str(self.port), "EMBEDDING_PROVIDER": "local", "GRAPH_BACKEND": "falkordb",
-                    "GRAPHITI_TELEMETRY_ENABLED": "false", "LOG_LEVEL": "WARNING", **env}
-        for name in ("FALKORDB_URL", "API_TOKEN"):  # embedded database, no auth on this private server
+                    "PORT": str(self.port), "EMBEDDING_PROVIDER": "local", "GRAPHITI_TELEMETRY_ENABLED": "false",
+                    "LOG_LEVEL": "WARNING", **env}
+        self.env["GRAPH_BACKEND"] = (self.env.get("GRAPH_BACKEND") or "falkordb").lower()
+        if self.env["GRAPH_BACKEND"] not in DATABASES:
+            raise ValueError(f"GRAPH_BACKEND={self.env['GRAPH_BACKEND']!r}: the served app runs on {sorted(DATABASES)}")
+        # The app's own database on a free port, no auth on this private server.
+        for name in ("FALKORDB_URL", "NEO4J_URI", "NEO4J_LOCAL_PORT", "API_TOKEN"):
             self.env.pop(name, None)
         self.process: subprocess.Popen | None = None
+
+    @property
+    def database(self) -> str:
+        """The database's name, for the columns that report it."""
+        return DATABASES[self.env["GRAPH_BACKEND"]][0]
+
+    def database_pid(self) -> int | None:
+        """The running database server's pid, from the file it recorded under DATA_DIR."""
+        try:
+            text = (self.data_dir / DATABASES[self.env["GRAPH_BACKEND"]][1]).read_text().strip()
+            return int(json.loads(text)["pid"] if text.startswith("{") else text)
+        except (OSError, ValueError, KeyError):
+            return None
 
     def start(self, timeout_s: float = 180) -> "ServedApp":
         with open(self.log_path, "ab") as log:
@@ -107,9 +132,10 @@ class ServedApp:
         self.stop()
         raise RuntimeError(f"the API did not answer within {timeout_s}s; see {self.log_path}")
 
-    def memory(self) -> dict[str, float | None]:
-        database_pid = int((self.data_dir / "falkordb" / "redis.pid").read_text().strip())
-        return {"app_rss_mib": rss_mib(self.process.pid), "falkordb_rss_mib": rss_mib(database_pid)}
+    def memory(self) -> dict[str, Any]:
+        pid = self.database_pid()
+        return {"app_rss_mib": rss_mib(self.process.pid), "database": self.database,
+                "database_rss_mib": rss_mib(pid) if pid is not None else None}
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -2,14 +2,16 @@
 
 ONE graph is grown through the sizes (e.g. 1k, 10k, 100k facts) by importing synthetic facts in
 batches through the real API, served the production way (app/bench/load_run.py's ServedApp: waitress,
-the embedded FalkorDB, the local embedder) over a private DATA_DIR. At each size:
+the app's own database, the embedded FalkorDB or with GRAPH_BACKEND=neo4j the local Neo4j, the local
+embedder) over a private DATA_DIR. At each size:
 
 - import throughput of the step (facts per second of import requests; the graph keeps growing);
 - first-stage searches (RERANKER_PROVIDER=none): p50/p95;
 - when a judge is given, a few reranked searches: the app is restarted over the same DATA_DIR with the
   LLM reranker pointed at that judge (RERANKER_* through the served app's environment, RERANKER_BUDGET_S
   unset), p50/p95 and the share of the search time spent reranking (the answer's timings_ms);
-- the resident memory of the app process and of the FalkorDB server (from /proc).
+- the resident memory of the app process and of its database server (from /proc; the column is named
+  for the database).
 
 The reranker is a process-wide setting, hence the restart; the restart also tells how long the app
 takes to come up over a graph of that size.
@@ -194,8 +196,9 @@ def describe_step(figures: dict[str, Any]) -> str:
 
 
 def markdown_table(report: dict[str, Any]) -> str:
+    database = report["steps"][0]["memory"]["database"] if report["steps"] else "database"
     rows = ["| facts | import facts/s | first stage p50 / p95 | reranked p50 / p95 | judge share | judged | "
-            "app RSS | FalkorDB RSS |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            f"app RSS | {database} RSS |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for step in report["steps"]:
         first, reranked, memory = step["first_stage"], step.get("reranked"), step["memory"]
         if reranked:
@@ -206,7 +209,7 @@ def markdown_table(report: dict[str, Any]) -> str:
             rerank_cells = ("skipped", "", "")
         rows.append(f"| {step['edges']} | {step['import']['facts_per_s']} | {first['p50_ms']:.0f} ms / "
                     f"{first['p95_ms']:.0f} ms ({first['requests']}) | {' | '.join(rerank_cells)} | "
-                    f"{memory['app_rss_mib']} MiB | {memory['falkordb_rss_mib']} MiB |")
+                    f"{memory['app_rss_mib']} MiB | {memory['database_rss_mib']} MiB |")
     return "\n".join(rows)
 
 

@@ -387,8 +387,8 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="results folder (default: bench-out/scale)")
 def scale_command(sizes, batch_size, sensors, searches, reranked_searches, limit, base_url, model, output):
-    """Grow one graph through the sizes (served app, embedded FalkorDB, local embedder): import throughput,
-    first-stage and reranked search p50/p95, app and FalkorDB memory at each size."""
+    """Grow one graph through the sizes (served app, its own database per GRAPH_BACKEND, local embedder): import
+    throughput, first-stage and reranked search p50/p95, app and database memory at each size."""
     if bool(base_url) != bool(model):
         raise click.BadParameter("give both --base-url and --model, or neither", param_hint="--base-url/--model")
     options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, sensors=sensors or None,

@@ -83,7 +83,7 @@ def _print(report: dict[str, Any]) -> None:
                    f"(RERANKER_MAX_PARALLEL={report['max_parallel']})")
     before, after = report["memory_before"], report["memory_after"]
     click.echo(f"   RSS app {before['app_rss_mib']} -> {after['app_rss_mib']} MiB, "
-               f"FalkorDB {before['falkordb_rss_mib']} -> {after['falkordb_rss_mib']} MiB")
+               f"{after['database']} {before['database_rss_mib']} -> {after['database_rss_mib']} MiB")
 
 
 def _failures(report: dict[str, Any]) -> list[str]:
