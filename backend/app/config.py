@@ -218,7 +218,7 @@ class Config:
     # or listed beneath it) must score at least this for the section's question, as asked and, with the
     # above, without its names; the writer's own citations only need REPORT_CITATION_FLOOR. Adding asks
     # the judge to lean towards the fact, keeping only asks it not to rule the fact out. 0.05: on the
-    # three tuned sample requirements (session 16's reports replayed) the gold facts completion could add
+    # three tuned sample requirements (their reports replayed) the gold facts completion could add
     # scored 0.087 and more for their own part (a cause scored 0.023 for the responses part, 0.100 for
     # the causes), the planted one it added (AquaPure's water for the polo club) 0.032.
     report_added_facts_floor: float = 0.05
@@ -227,13 +227,13 @@ class Config:
     # RERANKER_CANDIDATES per hit. A section's answers often share few words with its question
     # ("what caused ..." against "floodwater entered Well 4"): the first stage ranks them 30th to
     # 60th, the judge higher. 100: on the three tuned sample requirements' five section questions the
-    # search's top 8 held 14 gold points, against 11 with the usual 16 and 11 with 64 (session 15).
+    # search's top 8 held 14 gold points, against 11 with the usual 16 and 11 with 64.
     # 0 reads the usual number; at most MAX_JUDGED_CANDIDATES.
     report_question_candidates: int = 100
     # With a reranker, after a section is written and completed, the facts its question judged best
     # (at or above REPORT_CITATION_FLOOR) that the report does not cite yet are listed under it, up to
     # this many (0: none). A 1.5B writer leaves out about a third of the gold facts it is shown even
-    # when they are offered to it again (session 15: shown 41 of 60 gold points, cited 28); the
+    # when they are offered to it again (on the tuned sample reports: shown 41 of 60 gold points, cited 28); the
     # judge's order has them, so the report lists them, each in the fact's own words with its time,
     # rather than losing them.
     report_listed_facts: int = 6

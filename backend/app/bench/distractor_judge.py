@@ -1,4 +1,4 @@
-"""Does a judge tell a report set's planted distractors from its gold facts? (#17's distractor target)
+"""Does a judge tell a report set's planted distractors from its gold facts? (the report bench's distractor target)
 
 The report agent takes a citation out when its section's question scores the fact under
 REPORT_CITATION_FLOOR, an absolute score (app/report/citation_floor.py). So a planted distractor stays

@@ -6,15 +6,15 @@ council's repair budget. With a reranker, the section's question judges every fa
 cites; a fact it scores under REPORT_CITATION_FLOOR loses its citation, and a sentence that cited
 only such facts goes with it. The floor is an absolute score, not a share of the best: gold the
 judge ranks low for its section (a flood for "what caused the crisis", 0.07-0.08 of the best
-score) is still far above it, while the planted facts cited in the session 8-10 sample reports
+score) is still far above it, while the planted facts cited in the sample reports
 scored 0.006-0.013 for their section.
 
 A planted fact that shares only a name with the question passes that floor: the 1.5B judge reads
 "What part did the Lindgren Dairy Farm play in the outbreak" and "The Lindgren Dairy Farm's milk goes
 to the regional dairy cooperative" as related (0.059, three times the floor). With the names taken out
 ("What part did it play in the outbreak") the same judge scores that fact 0.013 and the farm's cheese
-0.007, while the gold it had listed or the text cited kept 0.03 and more (replays of session 16's nine
-reports). So, with REPORT_FLOOR_WITHOUT_NAMES, a fact must clear the floor for the question as asked
+0.007, while the gold it had listed or the text cited kept 0.03 and more (replays of nine
+sample reports). So, with REPORT_FLOOR_WITHOUT_NAMES, a fact must clear the floor for the question as asked
 and for the question without its names; the order stays the question's own.
 """
 

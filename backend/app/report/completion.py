@@ -11,7 +11,7 @@ round-robin over results those took the offer's places and the section's own evi
 its list (an apology, the new two-hour alerts) was never offered. Without a reranker the order is
 each result's first fact, then each one's second, and so on.
 
-Offered again, the 1.5B still leaves some out (session 15: residents' question showed three gold
+Offered again, the 1.5B still leaves some out (the residents' question showed three gold
 facts, the offer held two, the addition cited neither). With a reranker, what the judge ranks best
 for the section and the text still does not cite is listed beneath the section, each fact in its
 own words with its time (REPORT_LISTED_FACTS), so the report holds it even when the prose does not.
@@ -28,7 +28,7 @@ from app.report.views import UUID_PATTERN, FactView
 COMPLETION_FACTS = 10  # facts offered at once: the 1.5B still writes a sentence for each that helps
 # Fewer when the section's question ordered them: its own evidence comes first, and the 1.5B writes a
 # sentence for nearly every fact offered, helpful or not. On the three requirements tuned on (sample
-# graph, session 10) every gold fact a judged offer held was in its first 5; a planted one came 9th
+# graph) every gold fact a judged offer held was in its first 5; a planted one came 9th
 # and was written in.
 JUDGED_COMPLETION_FACTS = 6
 

@@ -18,7 +18,7 @@ from app.report.views import UUID_PATTERN, FactView
 _WORD = re.compile(r"[a-z0-9]+")
 GROUNDED_SHARE = 0.6  # of an added sentence's words, at least this share must be words of the facts it cites
 # Of a listed fact's content words (stop words out, plurals folded), at least two thirds must be in
-# one sentence of the text. On the session 8 reports, listed facts that only share a subject with a
+# one sentence of the text. On the sample reports, listed facts that only share a subject with a
 # sentence ("The Port Alder Water Authority ...") reached 0.50-0.62 of their content words; sentences
 # that state the fact in other words reached 0.67-0.88.
 STATED_SHARE = 2 / 3
