@@ -187,6 +187,10 @@ class Config:
     reranker_api_style: str = "auto"
     reranker_api_max_documents: int = 0  # documents per request; 0: no cap (split only when refused)
 
+    # `python -m app.local_llm.ensure_models` (the compose file's one-shot before the backend): how long
+    # it waits for each Ollama that a *_BASE_URL names to answer before it reports that none does
+    ollama_wait_s: float = 120.0
+
     # Local model kit (llama.cpp's llama-server)
     local_llm_model: str = "qwen2.5-coder-1.5b"
     local_llm_port: int = 8088
@@ -318,6 +322,7 @@ class Config:
             ),
             reranker_api_style=_choice("RERANKER_API_STYLE", cls.reranker_api_style, RERANKER_API_STYLES),
             reranker_api_max_documents=_int("RERANKER_API_MAX_DOCUMENTS", cls.reranker_api_max_documents, 0),
+            ollama_wait_s=_float("OLLAMA_WAIT_S", cls.ollama_wait_s, 0),
             local_llm_model=_choice("LOCAL_LLM_MODEL", cls.local_llm_model, LOCAL_LLM_MODELS),
             local_llm_port=_int("LOCAL_LLM_PORT", cls.local_llm_port, 1),
             model_cache_dir=Path(

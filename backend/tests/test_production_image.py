@@ -9,11 +9,19 @@ file keep the properties the image is built for.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from xml.etree import ElementTree
+
+import yaml
+
+from app.config import Config
+from app.local_llm.ensure_models import needed_models
+from app.local_llm.ollama_build import OLLAMA_VERSION
 
 BACKEND = Path(__file__).resolve().parents[1]
 REPO = BACKEND.parent
@@ -83,8 +91,118 @@ def test_dockerfile_is_pinned_non_root_and_health_checked():
 
 
 def test_compose_builds_the_image_instead_of_installing_at_start():
+    services = compose_services()
+    for name in ("backend", "ollama-models"):  # one image: the backend and the one-shot that provisions its models
+        service = services[name]
+        assert service["build"] == "./backend" and service["image"] == "mirofish-backend:local"
+        assert "./backend:" not in " ".join(service.get("volumes", []))  # the source is in the image, not mounted
     compose = (REPO / "docker-compose.yml").read_text(encoding="utf-8")
-    backend = re.search(r"^  backend:.*\n((?:    .*\n|\s*\n)+)", compose, re.M).group(1)  # may carry an &anchor
-    assert re.search(r"^    build: \./backend$", backend, re.M)
-    assert "pip install" not in backend and "python:3.11-slim" not in backend
-    assert "./backend:" not in backend  # the source is in the image, not mounted over it
+    assert "pip install" not in compose and "python:3.11-slim" not in compose
+
+
+# -- docker-compose.yml: a stack that starts ready -------------------------------------------------
+
+MODEL_SETTINGS = ("LLM_MODEL_NAME", "EMBEDDING_MODEL", "RERANKER_MODEL")
+_DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+
+def compose_services() -> dict[str, dict]:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
+
+
+def one_shots(services: dict[str, dict]) -> set[str]:
+    """The services another one waits for to complete: they run once and exit."""
+    return {dependency for service in services.values() for dependency, condition in
+            (service.get("depends_on") or {}).items() if condition["condition"] == "service_completed_successfully"}
+
+
+def health_commands(services: dict[str, dict]) -> dict[str, str]:
+    return {name: " ".join(service["healthcheck"]["test"]) for name, service in services.items()
+            if "test" in service.get("healthcheck", {})}
+
+
+def test_compose_runs_the_ollama_and_neo4j_versions_the_project_tests():
+    services = compose_services()
+    assert services["ollama"]["image"] == f"ollama/ollama:{OLLAMA_VERSION}"
+    pom = ElementTree.parse(BACKEND / "app" / "graph" / "neo4j_server" / "pom.xml").getroot()
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    neo4j = next(d for d in pom.iterfind("m:dependencies/m:dependency", ns)
+                 if d.findtext("m:groupId", namespaces=ns) == "org.neo4j")
+    assert re.fullmatch(r"5\.26\.\d+", neo4j.findtext("m:version", namespaces=ns))
+    assert services["neo4j"]["image"] == f"neo4j:{neo4j.findtext('m:version', namespaces=ns)}"
+    for name, service in services.items():  # nothing floats
+        if "image" in service:
+            assert ":" in service["image"] and not service["image"].endswith(":latest"), name
+
+
+def test_compose_restarts_what_runs_and_runs_the_model_pull_once_before_the_backends():
+    services = compose_services()
+    assert one_shots(services) == {"ollama-models"}
+    for name, service in services.items():
+        assert service.get("restart") == ("no" if name in one_shots(services) else "unless-stopped"), name
+    pull = services["ollama-models"]
+    assert pull["command"] == ["python", "-m", "app.local_llm.ensure_models"]
+    assert pull["depends_on"] == {"ollama": {"condition": "service_started"}}  # it waits for Ollama itself
+    assert pull["healthcheck"] == {"disable": True}
+    for name in ("backend", "backend-rerank-api"):
+        depends = services[name]["depends_on"]
+        assert depends["ollama-models"] == {"condition": "service_completed_successfully"}, name
+        assert depends["neo4j"] == {"condition": "service_healthy"}, name
+        assert "ollama" not in depends, name  # Ollama is red while a pull runs; the one-shot is the gate
+    # The optional rerank-API profile: TEI and a second backend configured for it.
+    assert services["reranker"]["profiles"] == services["backend-rerank-api"]["profiles"] == ["reranker-api"]
+    assert services["backend-rerank-api"]["environment"]["RERANKER_PROVIDER"] == "rerank_api"
+    assert services["backend-rerank-api"]["ports"] == ["127.0.0.1:5002:5001"]
+
+
+def test_compose_neo4j_database_is_one_setting_with_its_default():
+    services = compose_services()
+    assert services["backend"]["environment"]["NEO4J_DATABASE"] == "${NEO4J_DATABASE:-neo4j}"
+    # Community edition serves one user database: the server must create it under that name.
+    assert services["neo4j"]["environment"]["NEO4J_initial_dbms_default__database"] == "${NEO4J_DATABASE:-neo4j}"
+    assert _DEFAULTED.fullmatch(services["backend"]["environment"]["NEO4J_DATABASE"]).group(2) == Config().neo4j_database
+
+
+def test_compose_health_checks_are_green_only_with_the_models():
+    services = compose_services()
+    checks = health_commands(services)
+    assert not any("ollama list" in command for command in checks.values())  # passes with no model at all
+    # Ollama: every model the backend names is there.
+    for setting in MODEL_SETTINGS:
+        assert f'ollama show "$${setting}"' in checks["ollama"], setting
+        assert services["ollama"]["environment"][setting] == services["backend"]["environment"][setting]
+    # The backend: it serves, and every model it uses is on its Ollama (without a pull or a generation).
+    for name in ("backend", "backend-rerank-api"):
+        assert "/health" in checks[name] and checks[name].endswith("python -m app.local_llm.ensure_models --check")
+
+
+def test_compose_pulls_every_model_a_backend_uses_and_ollama_checks_for(monkeypatch):
+    """What ensure_models computes from each backend's compose settings: the one-shot (the backend's
+    settings) covers both backends, and those are the models Ollama's health check asks for."""
+    services = compose_services()
+
+    def needed(environment: dict[str, str]) -> set[tuple[str, str]]:
+        for name in list(os.environ):
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("DOTENV_PATH", os.devnull)
+        for name, value in environment.items():
+            monkeypatch.setenv(name, _DEFAULTED.sub(lambda m: m.group(2), str(value)))
+        return {(model.server, model.name) for model in needed_models(Config.from_env())}
+
+    pulled = needed(services["ollama-models"]["environment"])
+    assert pulled == {("http://ollama:11434", services["ollama"]["environment"][s]) for s in MODEL_SETTINGS}
+    assert needed(services["backend"]["environment"]) == pulled
+    assert needed(services["backend-rerank-api"]["environment"]) <= pulled  # its judge is TEI, not Ollama
+
+
+def test_the_model_command_runs_without_any_optional_extra():
+    """The image has no extras: the one-shot and the health check import only what it installs."""
+    script = _WITHOUT_EXTRAS.split("os.environ.update")[0] + (
+        "import app.local_llm.ensure_models as m\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] in ('openai', 'graphiti_core', 'numpy')))\n")
+    result = subprocess.run([sys.executable, "-c", script, ",".join(EXTRA_MODULES)], cwd=BACKEND,
+                            capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "DOTENV_PATH": os.devnull})
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Nor the heavy parts of the app: the health check runs it every 15 s.
+    assert result.stdout.strip() == "[]"

@@ -39,6 +39,7 @@ from tests.support.scripted_llm_replies import *  # noqa: F403 - this module is 
 from tests.support.scripted_llm_replies import (
     ChatRequest,
     Reply,
+    Rendered,
     Responder,
     error,
     keyword_overlap_judge,
@@ -64,8 +65,9 @@ class ScriptedLLMServer:
     """An OpenAI-compatible server whose answers come from `responder` (see module docstring).
 
     `models`: if given, requests naming another model get a 404 "model not found".
-    Single use: start (or `with`), then stop. A subclass serving another API (scripted_rerank_api.py)
-    overrides `route`, `base_url`, `_admit` and `_reply_for` and keeps the rest.
+    Single use: start (or `with`), then stop. A subclass serving another API (scripted_rerank_api.py,
+    scripted_ollama.py) overrides `route` (or `serves`, for several POST paths), `answer_get`,
+    `base_url`, `_admit` and `_reply_for` and keeps the rest.
     """
 
     route = "/v1/chat/completions"  # the one POST path served
@@ -175,14 +177,26 @@ class ScriptedLLMServer:
 
     # -- used by the handler --------------------------------------------------------------------
 
-    def _admit(self, body: dict[str, Any], headers: dict[str, str]) -> ChatRequest:
+    def serves(self, path: str) -> bool:
+        """Whether POST `path` (no trailing slash) is answered; other paths get a 404."""
+        return path == self.route
+
+    def answer_get(self, path: str) -> Rendered | None:
+        """The answer to GET `path`, or None for a 404."""
+        if path != "/v1/models":
+            return None
+        names = sorted(self.models or {"scripted-model"})
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in names]
+        return 200, {}, json.dumps({"object": "list", "data": data}).encode()
+
+    def _admit(self, body: dict[str, Any], headers: dict[str, str], path: str = "") -> ChatRequest:
         with self._lock:
             index = len(self._requests)
             self._requests.append(body)
             self._headers.append(headers)
             self._in_flight += 1
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
-        return ChatRequest(index=index, body=body, headers=headers)
+        return ChatRequest(index=index, body=body, headers=headers, path=path or self.route)
 
     def _leave(self) -> None:
         # Called BEFORE the response is written: once a client has its answer it may send its next
@@ -241,17 +255,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") != "/v1/models":
+        answer = self.server.scripted.answer_get(self.path.rstrip("/"))
+        if answer is None:
             self._send_error(404, f"no route {self.path}")
             return
-        names = sorted(self.server.scripted.models or {"scripted-model"})
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in names]
-        self._send(200, {}, json.dumps({"object": "list", "data": data}).encode())
+        self._send(*answer)
 
     def do_POST(self) -> None:
         scripted = self.server.scripted
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != scripted.route:
+        path = self.path.rstrip("/")
+        if not scripted.serves(path):
             self._send_error(404, f"no route {self.path}")
             return
         try:
@@ -261,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send_error(400, "request body is not a JSON object")
             return
-        request = scripted._admit(body, {name.lower(): value for name, value in self.headers.items()})
+        request = scripted._admit(body, {name.lower(): value for name, value in self.headers.items()}, path)
         try:
             reply = scripted._reply_for(request)
             if reply.delay_s > 0 and not self._wait(reply.delay_s):

@@ -32,6 +32,7 @@ class ChatRequest:
     index: int  # arrival order, 0-based, since the server started or was reset
     body: dict[str, Any]
     headers: dict[str, str]  # names lower-cased
+    path: str = "/v1/chat/completions"  # the POST path it came to (a subclass may serve several)
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -133,8 +133,9 @@ class ScriptedRerankApi(ScriptedLLMServer):
         """Documents per received request, in arrival order."""
         return [len(RerankRequest(0, body, {}).documents) for body in self.requests]
 
-    def _admit(self, body: dict[str, Any], headers: dict[str, str]) -> RerankRequest:  # type: ignore[override]
-        admitted: ChatRequest = super()._admit(body, headers)
+    def _admit(self, body: dict[str, Any], headers: dict[str, str],  # type: ignore[override]
+               path: str = "") -> RerankRequest:
+        admitted: ChatRequest = super()._admit(body, headers, path)
         return RerankRequest(admitted.index, admitted.body, admitted.headers)
 
     def _reply_for(self, request: RerankRequest) -> Reply:  # type: ignore[override]
