@@ -150,10 +150,10 @@ def prepare_graph(config: Config, graph_id: str, facts: list[dict], state_file: 
     Why the restart: graphiti's bulk save writes each FalkorDB edge twice (its fields, then its
     vector), and RediSearch keeps the first version's postings until its garbage collector runs.
     They count in the full-text scores, so the keyword half ranks differently right after an
-    import than over the same graph once the database has loaded it again (which rebuilds the
-    index): a run that imported used to rank its first phase differently from every later one
-    (DL19 1-20 first stage nDCG@10 0.4660 against 0.4518, same graph). Every phase of every run
-    now searches the rebuilt index. (Neo4j writes both in one transaction: nothing to rebuild.)"""
+    import than over the same graph once the database has started again and built its index from
+    what it stored: a run that imported used to rank its first phase differently from every later
+    one (DL19 1-20 first stage nDCG@10 0.4660 against 0.4518, same graph). Every phase of every run
+    now searches an index a start built. (Neo4j writes both in one transaction: nothing differs.)"""
     reset_graphiti()
     if ensure_imported(GraphitiAdapter(config), graph_id, facts, state_file, echo):
         reset_graphiti()
