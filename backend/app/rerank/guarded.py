@@ -14,8 +14,8 @@ cross-encoder interface wants it. The wrapper guarantees what graph search relie
   app/rerank/judgement.py); the others answer all or nothing. The budget is a choice (INFO), a
   passed deadline a fault (one WARNING, error `RankDeadlineExceeded`);
 - a failed call (server down, unknown model, every request failing, time up with nothing judged,
-  prompt too large, a bug) answers in the incoming order with exactly one WARNING and sets
-  `RANK_FELL_BACK`;
+  prompt too large, a bug) answers in the incoming order with exactly one WARNING, says why in
+  `Judgement.fallback_reason` and sets `RANK_FELL_BACK`;
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
   (every score cached) is served even while the breaker is open.
@@ -172,7 +172,8 @@ class GuardedReranker(CrossEncoderClient):
             "%d passages keep their incoming order",
             self.describe(), self.breaker.retry_in_s(), len(passages),
         )
-        return fallback_judgement(len(passages))
+        return fallback_judgement(
+            len(passages), reason=f"CircuitBreakerOpen: the model is skipped for {self.breaker.retry_in_s():.1f}s more")
 
     def _call_failed(
         self, passages: list[str], error_class: str, detail: str, exc: BaseException | None = None
@@ -181,7 +182,7 @@ class GuardedReranker(CrossEncoderClient):
         self.counters.add("fallbacks")
         # A failed model request or an unusable answer was already counted where it happened.
         if not isinstance(exc, (RerankProviderError, RerankParseError)):
-            self.counters.record_error(error_class)
+            self.counters.record_error(error_class, detail)
         opened = self.breaker.record_failure()
         self.logger.warning(
             "Reranker %s failed (%s: %s); %d passages keep their incoming order%s",
@@ -189,7 +190,7 @@ class GuardedReranker(CrossEncoderClient):
             f"; circuit breaker open for {self.breaker.cooldown_s:g}s" if opened else "",
             exc_info=exc if _is_bug(exc) else None,
         )
-        return fallback_judgement(len(passages))
+        return fallback_judgement(len(passages), reason=f"{error_class}: {detail}")
 
 
 def _error_class(exc: Exception) -> str:
