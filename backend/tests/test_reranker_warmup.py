@@ -135,3 +135,23 @@ def test_a_model_that_never_becomes_ready_falls_back_and_says_why(backend, water
     assert stats["warmup"]["state"] == "not_ready" and said in stats["warmup"]["detail"]
     assert stats["last_error"] == "ModelNotReady" and said in stats["last_error_detail"]
     assert stats["fallbacks"] == 1
+
+
+def test_a_warm_up_refused_by_the_server_leaves_the_search_to_report_the_error_once(backend, water_graph, caplog):
+    """An unknown model is not a load in progress: the search does not wait for it and reports the
+    server's own 404 as before, in one WARNING."""
+    from tests.support.scripted_llm import ScriptedLLMServer
+
+    with ScriptedLLMServer(models={"another-model"}) as server:
+        _, client = reranking_backend(backend, server.base_url, RERANKER_WARMUP_TIMEOUT_S=WARMUP_S)
+        started = time.monotonic()
+        body = search(client, water_graph)
+        elapsed = time.monotonic() - started
+
+    assert body["reranked"] is False and body["rerank_fallback"].startswith("NotFoundError: ")
+    assert "judge-model" in body["rerank_fallback"]
+    assert elapsed < WARMUP_S / 2  # not the warm-up's time: nothing was loading
+    [warning] = warnings_in(caplog)
+    assert "NotFoundError" in warning
+    warmup = client.get("/health").get_json()["reranker"]["stats"]["warmup"]
+    assert warmup["state"] == "failed" and "NotFoundError" in warmup["detail"]
