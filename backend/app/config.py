@@ -163,6 +163,10 @@ class Config:
     reranker_timeout_s: float = 30.0
     reranker_deadline_s: float = 120.0
     reranker_budget_s: float = 0.0  # judging time per rank call, then the finished scores are used (0: none)
+    # When the graph runtime builds the reranker, one tiny judge request in the background loads the model
+    # (Ollama loads it on its first request, which can take longer than RERANKER_TIMEOUT_S). Rank calls that
+    # arrive meanwhile wait for it, at most this long from its start; 0 turns the warm-up off.
+    reranker_warmup_timeout_s: float = 120.0
     # Chosen on DL19 queries 21-43 (never on the reported ones) by the rule in docs/bench/RESULTS.md:
     # linear 0.7 tied the judge alone there and stays closer to the first stage, which guards a weak judge.
     reranker_fusion: str = "linear"
@@ -293,6 +297,7 @@ class Config:
             reranker_timeout_s=_float("RERANKER_TIMEOUT_S", cls.reranker_timeout_s, 0.01),
             reranker_deadline_s=_float("RERANKER_DEADLINE_S", cls.reranker_deadline_s, 0.01),
             reranker_budget_s=_float("RERANKER_BUDGET_S", cls.reranker_budget_s, 0),
+            reranker_warmup_timeout_s=_float("RERANKER_WARMUP_TIMEOUT_S", cls.reranker_warmup_timeout_s, 0),
             reranker_fusion=_choice("RERANKER_FUSION", cls.reranker_fusion, RERANKER_FUSIONS),
             reranker_fusion_weight=_float("RERANKER_FUSION_WEIGHT", cls.reranker_fusion_weight, 0, 1),
             reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),

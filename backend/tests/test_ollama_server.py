@@ -2,8 +2,10 @@
 kit's real model imported (tests/support/ollama_fixtures.py): Ollama's logprobs carry the tokens the
 score parser reads, each score mode ranks a relevant passage above an irrelevant one, `auto` keeps
 logprobs, a model Ollama lacks is named in the log and in /health, RERANKER_MAX_PARALLEL requests at once
-are what the server was started to run, and an Ollama stopped in the middle of a search leaves the
-first stage's order with one warning.
+are what the server was started to run, an Ollama stopped in the middle of a search leaves the
+first stage's order with one warning, and the first search after the model was unloaded waits for the
+app's warm-up to load it and is judged, under a RERANKER_TIMEOUT_S shorter than the load, after which
+the model stays loaded for the server's OLLAMA_KEEP_ALIVE.
 
 Passages are short and few: on a busy 2-core machine a logprobs request takes 2-3 s once the judge's
 system prompt is cached in a slot, a JSON one 10-30 s (Ollama samples it under a JSON grammar)."""
@@ -17,6 +19,7 @@ import re
 import shutil
 import threading
 import time
+from datetime import datetime, timezone
 
 import httpx
 import openai
@@ -160,19 +163,26 @@ def test_a_model_ollama_lacks_is_named_in_the_warning_and_in_health(backend, loc
     assert stats["model"] == missing and stats["fallbacks"] == 1
 
 
-@pytest.fixture
-def private_ollama(local_ollama, ollama_config, tmp_path):
-    """An Ollama of this test's own (a free port, its own state folder) that serves the shared one's imported
-    model, so stopping it stops no other test's server. Its settings; it is stopped after the test."""
-    config = dataclasses.replace(ollama_config, ollama_local_port=free_loopback_port(), data_dir=tmp_path)
+def own_ollama(ollama_config: Config, directory, **settings):
+    """An Ollama of a test's own (a free port, its own state folder) that serves the shared one's imported
+    model, so stopping or unloading it touches no other test's server. Yields its settings; stops it after."""
+    config = dataclasses.replace(ollama_config, ollama_local_port=free_loopback_port(), data_dir=directory,
+                                 **settings)
     shared, own = ollama_files(ollama_config), ollama_files(config)
     own.directory.mkdir(parents=True)
     own.models.symlink_to(shared.models, target_is_directory=True)
     modelfile = f"{config.local_llm_model}.Modelfile"  # the record of the import: none is needed again
     shutil.copy(shared.directory / modelfile, own.directory / modelfile)
     ensure_ollama(config)
-    yield config
-    stop_ollama(config)
+    try:
+        yield config
+    finally:
+        stop_ollama(config)
+
+
+@pytest.fixture
+def private_ollama(local_ollama, ollama_config, tmp_path):
+    yield from own_ollama(ollama_config, tmp_path)
 
 
 def stop_once_requests_are_in_flight(reranker, config: Config, timeout_s: float = 600.0) -> None:
@@ -200,3 +210,90 @@ def test_ollama_stopped_in_the_middle_of_a_search_leaves_the_first_stage_order(
     warnings = [record.getMessage() for record in caplog.records
                 if record.levelno == logging.WARNING and record.name.startswith("app.")]
     assert len(warnings) == 1 and "APIConnectionError" in warnings[0], warnings
+
+
+# -- the cold start ------------------------------------------------------------------------------
+
+KEEP_ALIVE = "17m"  # the Ollama's OLLAMA_KEEP_ALIVE: neither its own default (5m) nor the kit's (30m)
+KEEP_ALIVE_S = 17 * 60
+
+
+@pytest.fixture
+def cold_ollama(local_ollama, ollama_config, tmp_path):
+    """An Ollama of this test's own whose model this test may unload, started with KEEP_ALIVE."""
+    yield from own_ollama(ollama_config, tmp_path, ollama_local_keep_alive=KEEP_ALIVE, reranker_max_parallel=1)
+
+
+def loaded_models(server: str) -> dict[str, dict]:
+    """GET /api/ps: the models Ollama has in memory, by name without the tag."""
+    models = httpx.get(f"{server}/api/ps", timeout=30).json()["models"]
+    return {model["name"].split(":")[0]: model for model in models}
+
+
+def unload(server: str, model: str) -> None:
+    """Ollama's own way: a generate request with keep_alive 0; then /api/ps must no longer list it."""
+    httpx.post(f"{server}/api/generate", json={"model": model, "keep_alive": 0}, timeout=120).raise_for_status()
+    deadline = time.monotonic() + 60
+    while model in loaded_models(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert model not in loaded_models(server)
+
+
+def timed_judge_request(url: str, model: str, passage: str) -> float:
+    """Seconds one judge request (logprobs mode, as the judge sends it) takes to answer."""
+    client = openai.OpenAI(base_url=url, api_key="ollama", timeout=600.0, max_retries=0)
+    started = time.monotonic()
+    client.chat.completions.create(
+        model=model, messages=build_judge_messages(QUERY, passage, mode="logprobs"), temperature=0, max_tokens=1,
+        logprobs=True, top_logprobs=TOP_LOGPROBS)
+    return time.monotonic() - started
+
+
+def measure_cold_start(url: str, server: str, model: str) -> tuple[float, float]:
+    """(first request on the unloaded model, a request once it is loaded), in seconds. Their passages are
+    not the search's, so its requests find nothing of theirs in Ollama's prompt cache."""
+    unload(server, model)
+    cold = timed_judge_request(url, model, "A passage the judge reads while the model loads.")
+    warm = max(timed_judge_request(url, model, f"Another passage, number {number}, once it is loaded.")
+               for number in (1, 2))
+    logger.info("Ollama %s cold start: first judge request %.1fs, then %.1fs a request: the load costs %.1fs",
+                OLLAMA_VERSION, cold, warm, cold - warm)
+    return cold, warm
+
+
+def expires_in_s(model: dict) -> float:
+    """Seconds until Ollama unloads `model` (its /api/ps expires_at, RFC 3339 with nanoseconds)."""
+    stamp = re.sub(r"(\.\d{6})\d*", r"\1", model["expires_at"]).replace("Z", "+00:00")
+    return (datetime.fromisoformat(stamp) - datetime.now(timezone.utc)).total_seconds()
+
+
+def test_the_first_search_after_the_model_was_unloaded_is_judged_and_the_model_stays_loaded(
+        backend, cold_ollama, ollama_model, water_graph, caplog):
+    url, server = base_url(cold_ollama), server_url(cold_ollama)
+    cold, warm = measure_cold_start(url, server, ollama_model)
+    load = cold - warm
+    # Shorter than the load, so without the warm-up the search's first request would time out while the
+    # model loads; a loaded model's requests meet it with room to spare.
+    timeout_s = round((1.25 * warm + load) / 2, 1)
+    assert 1.25 * warm < timeout_s < load, f"no timeout between a request ({warm:.1f}s) and the load ({load:.1f}s)"
+    unload(server, ollama_model)
+
+    _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=url, RERANKER_MODEL=ollama_model,
+                        RERANKER_SCORE_MODE="logprobs", RERANKER_MAX_PARALLEL=1, RERANKER_TIMEOUT_S=timeout_s,
+                        RERANKER_DEADLINE_S=1200, RERANKER_WARMUP_TIMEOUT_S=600)
+    body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 2}).get_json()
+
+    # Judged by the model, not the first stage's order kept after a timeout.
+    assert body["reranked"] is True and body["rerank_fallback"] is None, body
+    assert body["judged"] == body["candidates"] == 2
+    assert [edge["fact"] for edge in body["edges"]] == [RELEVANT, IRRELEVANT]
+    assert all(edge["rerank_score"] is not None for edge in body["edges"])
+    stats = client.get("/health").get_json()["reranker"]["stats"]
+    assert stats["warmup"]["state"] == "ready" and stats["fallbacks"] == 0 and stats["errors"] == {}
+    logger.info("warm-up after the unload: %.1fs (RERANKER_TIMEOUT_S=%gs)", stats["warmup"]["seconds"], timeout_s)
+    warnings = [record.getMessage() for record in caplog.records
+                if record.levelno == logging.WARNING and record.name.startswith("app.")]
+    assert warnings == []
+    # The model stays loaded for the server's keep-alive, counted from the search's last request.
+    model = loaded_models(server)[ollama_model]
+    assert KEEP_ALIVE_S - 120 < expires_in_s(model) <= KEEP_ALIVE_S

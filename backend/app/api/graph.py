@@ -15,7 +15,7 @@ from app.api.validation import (
 from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.episodes import chunk_text
 from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
-from app.graph.search import SCOPES
+from app.graph.search import SCOPES, SearchOutcome
 from app.tasks import tasks
 
 bp = Blueprint("graph", __name__, url_prefix="/api/graph")
@@ -155,7 +155,14 @@ def search(graph_id: str):
     candidates = int_field(body, "candidates", default=0, minimum=0, maximum=MAX_JUDGED_CANDIDATES)  # 0: the usual
     outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
                                      candidates=candidates or None)
-    return outcome.to_dict()
+    return {**outcome.to_dict(), "rerank_fallback": fallback_reason(outcome)}
+
+
+def fallback_reason(outcome: SearchOutcome) -> str | None:
+    """Why the reranker kept the first-stage order ("ModelNotReady: ..."), as its WARNING said; None
+    when it judged, was off, or had nothing to judge. "; " between the edges' and the nodes' reasons."""
+    reasons = [trace.judgement.fallback_reason for trace in outcome.trace.values() if trace.judgement.fallback_reason]
+    return "; ".join(dict.fromkeys(reasons)) or None
 
 
 def _page():

@@ -36,6 +36,8 @@ from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
 from app.rerank.factory import build_reranker, check_provider
+from app.rerank.judge import LLMJudge
+from app.rerank.warmup import start_warmup
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
     from app.graph.embedded_falkordb import EmbeddedFalkorDB
@@ -234,10 +236,16 @@ def build_embedder(config: Config):
 
 
 def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncoderClient:
-    """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI."""
+    """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI.
+    An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, app/rerank/warmup.py):
+    the first search waits for it to load instead of timing out into the first-stage order."""
     provider = provider.lower()
     logger.info("Initializing Graphiti reranker (provider=%s)", provider)
-    return build_reranker(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
+    reranker = build_reranker(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
+    judge = getattr(reranker, "judge", None)
+    if isinstance(judge, LLMJudge):  # load the judge's model now, not in the first search's time
+        start_warmup(judge, config.reranker_warmup_timeout_s)
+    return reranker
 
 
 async def _check_reachable(driver: GraphDriver) -> None:

@@ -14,8 +14,11 @@ cross-encoder interface wants it. The wrapper guarantees what graph search relie
   app/rerank/judgement.py); the others answer all or nothing. The budget is a choice (INFO), a
   passed deadline a fault (one WARNING, error `RankDeadlineExceeded`);
 - a failed call (server down, unknown model, every request failing, time up with nothing judged,
-  prompt too large, a bug) answers in the incoming order with exactly one WARNING and sets
+  prompt too large, a bug, the model still loading when its warm-up's time ran out) answers in the
+  incoming order with exactly one WARNING, says why in `Judgement.fallback_reason` and sets
   `RANK_FELL_BACK`;
+- a call that arrives while the model is being loaded (app/rerank/warmup.py) waits for it before its
+  budget and deadline start;
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
   (every score cached) is served even while the breaker is open.
@@ -37,6 +40,7 @@ from app.rerank.judgement import (
     BUDGET, DEADLINE, JudgedSoFar, Judgement, collecting, fallback_judgement, ranked_positions,
 )
 from app.rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
+from app.rerank.warmup import MODEL_NOT_READY
 
 # Set when a rank call in the current task fell back to the incoming order. The cross-encoder
 # interface returns only (passage, score), so this is how graph search learns that an order was
@@ -98,6 +102,10 @@ class GuardedReranker(CrossEncoderClient):
     def _needs_model(self, query: str, passages: list[str]) -> bool:
         return True
 
+    async def _model_not_ready(self) -> str | None:
+        """Wait while the model is being loaded (app/rerank/warmup.py); why it is not ready, else None."""
+        return None
+
     @property
     def scores_are_relevance(self) -> bool:
         """True when `_rank`'s scores are relevance judgements, False when they only encode its order."""
@@ -117,12 +125,17 @@ class GuardedReranker(CrossEncoderClient):
         passages = list(passages)
         if not passages:
             return Judgement(0)
-        progress = JudgedSoFar()
         limit_s, limit = self.time_limit()
+        progress = JudgedSoFar()
         try:
             needs_model = self._needs_model(query, passages)
             if needs_model and not self.breaker.allow():
                 return self._breaker_open(passages)
+            if needs_model:  # before the deadline and budget start: loading the model is not judging
+                not_ready = await self._model_not_ready()
+                if not_ready is not None:
+                    return self._call_failed(passages, MODEL_NOT_READY, not_ready)
+                progress = JudgedSoFar()  # scores' times count from here, as the deadline does
             with collecting(progress):
                 async with asyncio.timeout(limit_s):
                     ranked = await self._rank(query, passages)
@@ -172,7 +185,8 @@ class GuardedReranker(CrossEncoderClient):
             "%d passages keep their incoming order",
             self.describe(), self.breaker.retry_in_s(), len(passages),
         )
-        return fallback_judgement(len(passages))
+        return fallback_judgement(
+            len(passages), reason=f"CircuitBreakerOpen: the model is skipped for {self.breaker.retry_in_s():.1f}s more")
 
     def _call_failed(
         self, passages: list[str], error_class: str, detail: str, exc: BaseException | None = None
@@ -181,7 +195,7 @@ class GuardedReranker(CrossEncoderClient):
         self.counters.add("fallbacks")
         # A failed model request or an unusable answer was already counted where it happened.
         if not isinstance(exc, (RerankProviderError, RerankParseError)):
-            self.counters.record_error(error_class)
+            self.counters.record_error(error_class, detail)
         opened = self.breaker.record_failure()
         self.logger.warning(
             "Reranker %s failed (%s: %s); %d passages keep their incoming order%s",
@@ -189,7 +203,7 @@ class GuardedReranker(CrossEncoderClient):
             f"; circuit breaker open for {self.breaker.cooldown_s:g}s" if opened else "",
             exc_info=exc if _is_bug(exc) else None,
         )
-        return fallback_judgement(len(passages))
+        return fallback_judgement(len(passages), reason=f"{error_class}: {detail}")
 
 
 def _error_class(exc: Exception) -> str:

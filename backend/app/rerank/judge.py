@@ -34,6 +34,9 @@ from app.rerank.types import CALL_LEVEL_STATUSES
 logger = logging.getLogger(__name__)
 
 TOP_LOGPROBS = 10  # alternatives requested per position; yes/no are nearly always among them
+# The warm-up request: a judge prompt like any other (so the server also caches its system prompt), tiny.
+WARMUP_QUERY = "Is the model loaded?"
+WARMUP_PASSAGE = "The model is loaded."
 SERVER_MESSAGE_CHARS = 160  # of an error body's message, in the JudgeError (logs, /health)
 # The keys the settings fill in when none is given: words, not secrets, and taking "ollama" out of an
 # Ollama error message would garble it.
@@ -124,6 +127,8 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         self.instructions = instructions
         self._mode_in_use: ScoreMode = "logprobs" if score_mode == "auto" else score_mode
         self._cache = ScoreCache(cache_size)
+        # The model's warm-up (app/rerank/warmup.py), set by `start_warmup`; rank calls on this judge wait for it.
+        self.warmup: Any = None
 
     def __repr__(self) -> str:
         return f"LLMJudge(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
@@ -172,6 +177,19 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         self._cache.put(score_key(self.model, PROMPT_VERSION, mode, query, passage), score)
         return score
 
+    async def warm_up(self, timeout_s: float) -> None:
+        """One tiny judge request that gives the server `timeout_s` to load the model, instead of
+        RERANKER_TIMEOUT_S (app/rerank/warmup.py). Outside the request bound and the counters: those
+        describe rank calls. Raises JudgeError."""
+        messages = build_judge_messages(WARMUP_QUERY, WARMUP_PASSAGE, mode=self._mode_in_use,
+                                        instructions=self.instructions)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._clients.get().chat.completions.create(
+                    model=self.model, messages=messages, temperature=0, max_tokens=1, timeout=timeout_s)
+        except Exception as exc:  # CancelledError is not an Exception: cancellation propagates
+            raise self._as_judge_error(exc, timeout_s) from None
+
     async def complete(
         self, messages: list[dict[str, str]], *, max_tokens: int, json_object: bool = False
     ) -> tuple[str, Usage]:
@@ -188,6 +206,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
             "score_mode_in_use": self._mode_in_use,
             "prompt_version": PROMPT_VERSION,
             "cache_entries": len(self._cache),
+            "warmup": self.warmup.snapshot() if self.warmup is not None else {"state": "off"},
             **self.counters.snapshot(),
         }
 
@@ -210,10 +229,10 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         self.counters.record_error("InvalidOutput")
         return JudgeError("InvalidOutput", detail)
 
-    def _as_judge_error(self, exc: Exception) -> JudgeError:
+    def _as_judge_error(self, exc: Exception, timeout_s: float | None = None) -> JudgeError:
         name = type(exc).__name__
         if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
-            return JudgeError(name, f"no answer within {self.timeout_s:g}s", timed_out=True)
+            return JudgeError(name, f"no answer within {timeout_s or self.timeout_s:g}s", timed_out=True)
         if isinstance(exc, openai.APIStatusError):
             detail = f"HTTP {exc.status_code}: {self._server_message(exc)}"
             call_level = exc.status_code in CALL_LEVEL_STATUSES

@@ -43,6 +43,7 @@ class Judgement:
     by_score: bool = True
     fell_back: bool = False  # the whole call failed: no evidence, first-stage order
     cut_short: str | None = None  # BUDGET or DEADLINE: time ended the call; the unjudged keep their place
+    fallback_reason: str | None = None  # why the call fell back ("ErrorClass: detail"), for the answer
 
     @property
     def judged(self) -> int:
@@ -54,8 +55,8 @@ class Judgement:
         return not self.fell_back and self.judged > 0
 
 
-def fallback_judgement(candidates: int) -> Judgement:
-    return Judgement(candidates, fell_back=True)
+def fallback_judgement(candidates: int, reason: str | None = None) -> Judgement:
+    return Judgement(candidates, fell_back=True, fallback_reason=reason)
 
 
 class JudgedSoFar:

@@ -93,6 +93,10 @@ class OllamaReranker(GuardedReranker):
         all_cached = getattr(self.strategy, "all_cached", None)
         return not (callable(all_cached) and all_cached(self.judge, query, _judgeable(passages)))
 
+    async def _model_not_ready(self) -> str | None:
+        warmup = self.judge.warmup  # set by app/rerank/warmup.start_warmup when the app built the reranker
+        return None if warmup is None else await warmup.until_ready()
+
     async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
         rankable = [index for index, passage in enumerate(passages) if passage.strip()]
         documents = [Document(id=str(index), text=passages[index]) for index in rankable]
