@@ -64,8 +64,10 @@ serve: venv
 	@cd backend && exec ../$(PY) -m app.cli.stack_env serve -- ../$(PY) -m flask --app app serve
 
 # Benchmarks, e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
+# (`make bench ARGS=--help` lists them). On the same embedded defaults as serve (app/cli/stack_env.py):
+# the in-process embedder, and the judge on the local model server while it runs; nothing is started.
 bench: venv
-	cd backend && ../$(PY) -m flask --app app bench $(ARGS)
+	@cd backend && exec ../$(PY) -m app.cli.stack_env bench -- ../$(PY) -m flask --app app bench $(ARGS)
 
 # Load test on waitress: N concurrent clients on POST /api/graph/<id>/search, reranker off and on
 # (a stand-in judge answering in 50-150 ms); fails on any error or more model requests in flight

@@ -1,4 +1,4 @@
-"""`python -m app.bench.report OUT results.json...`: several benchmark runs combined into one
+"""`flask bench combine OUT results.json...`: several benchmark runs combined into one
 RESULTS.md (a table per dataset) and one plot, as docs/bench/ holds them."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def test_the_command_writes_one_table_per_dataset_and_one_plot(tmp_path):
         paths.append(tmp_path / f"run{index}.json")
         paths[-1].write_text(json.dumps(results))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "app.bench.report", str(out), *map(str, paths)], cwd=BACKEND,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "combine", str(out),
+                           *map(str, paths)], cwd=BACKEND, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     text = (out / "RESULTS.md").read_text()
     assert text.count("\n## ") == 2 and "- machine: 2-core VM" in text

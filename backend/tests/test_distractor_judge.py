@@ -1,4 +1,4 @@
-"""`python -m app.bench.distractor_judge`: the judge's side of #17's distractor target, over real HTTP to a
+"""`flask bench distractor-judge`: the judge's side of the report bench's distractor target, over real HTTP to a
 scripted judge whose scores are set per fact, so every figure it prints follows from them."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from app.bench.distractor_judge import main, run, summary
+from app import create_app
+from app.bench.distractor_judge import run, summary
 from app.bench.report_metrics import BenchRequirement, GoldPoint
 from app.bench.report_sets import load_set
 from app.config import Config
@@ -62,19 +63,22 @@ def test_the_pooled_figures_follow_from_the_scores(scripted_llm):
     assert figures["gold_removed_by_a_floor_removing_all_distractors"] == 2  # 0.6 and 0.4 are at or under 0.7
 
 
-def test_the_command_scores_the_shipped_set_and_names_what_it_cannot_find(scripted_llm, capsys, monkeypatch):
+def test_the_command_scores_the_shipped_set_and_names_what_it_cannot_find(scripted_llm, monkeypatch):
     dairy = next(r for r in load_set("sample").requirements if r.id == "dairy")
     gold = {fact for point in dairy.gold for fact in point.facts}
     scripted_llm.responder = judge(lambda query, passage: 0.9 if passage in gold else 0.05)
     monkeypatch.setenv("RERANKER_TIMEOUT_S", "5")
+    command = ["bench", "distractor-judge", "--base-url", scripted_llm.base_url, "--model", "judge"]
 
-    main(["--base-url", scripted_llm.base_url, "--model", "judge", "--only", "dairy"])
-    table, _, figures = capsys.readouterr().out.partition("\n\n")
+    done = create_app().test_cli_runner().invoke(args=[*command, "--only", "dairy"])
+    assert done.exit_code == 0, done.output
+    table, _, figures = done.stdout.partition("\n\n")
     assert "| dairy | 0.9000 / 0.9000 |" in table
     assert json.loads(figures)["auc"] == 1.0
     assert json.loads(figures)["distractors"] == len(dairy.distractors)
 
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--base-url", scripted_llm.base_url, "--model", "judge", "--only", "dairy,nonesuch"])
-    assert exit_info.value.code == 2
-    assert "unknown requirement id(s) ['nonesuch']" in capsys.readouterr().err
+    asked = scripted_llm.count
+    refused = create_app().test_cli_runner().invoke(args=[*command, "--only", "dairy,nonesuch"])
+    assert refused.exit_code == 2
+    assert "unknown requirement id(s) ['nonesuch']" in refused.stderr
+    assert scripted_llm.count == asked  # refused before any judge request

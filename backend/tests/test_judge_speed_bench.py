@@ -1,16 +1,15 @@
 """The physical limit of a judged passage: what the server evaluated and its prompt throughput, read from
 llama.cpp's `timings` over real HTTP (or llama-cpp-python's log lines), and wall time as a ratio to it, both in
-`python -m app.bench.judge_speed` and in every benchmark run through the judge's counters."""
+`flask bench judge-speed` and in every benchmark run through the judge's counters."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 
 import pytest
 
-from app.bench.judge_speed import measure, work_from_log
+from app.bench.judge_speed import JudgeSpeedArgs, measure, work_from_log
 from app.bench.summary import prompt_limit_figures
 from app.rerank.judge import LLMJudge
 from tests.support.scripted_llm import delay, raw_json
@@ -46,7 +45,7 @@ def timed_answer(request):
 def args(dataset, base_url, **overrides):
     values = dict(dataset=str(dataset), base_url=base_url, model="m", server_log=None, throughput=None, queries=1,
                   passages=len(PASSAGES), parallel=1, max_chars=1000, label="scripted")
-    return argparse.Namespace(**{**values, **overrides})
+    return JudgeSpeedArgs(**{**values, **overrides})
 
 
 def test_the_ratio_is_wall_time_over_evaluated_tokens_at_the_calibrated_throughput(dataset, scripted_llm):

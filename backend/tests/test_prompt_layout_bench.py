@@ -1,16 +1,15 @@
-"""`python -m app.bench.prompt_layout`: what the query-first judge prompt saves on a server that
+"""`flask bench prompt-layout`: what the query-first judge prompt saves on a server that
 reuses the prefix it cached from the previous request, measured over real HTTP against a scripted
 server that keeps llama-server's one-slot prefix cache (its `timings`)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from app.bench.prompt_layout import evaluated_tokens, measure, passage_first
+from app.bench.prompt_layout import PromptLayoutArgs, evaluated_tokens, measure, passage_first
 from app.rerank.judge_prompt import PASSAGE_OPEN, QUERY_CLOSE, build_judge_messages
 from tests.support.scripted_llm import ScriptedLLMServer, raw_json
 
@@ -50,7 +49,7 @@ class PrefixCache:
 
 def test_query_first_evaluates_only_the_passage_on_a_prefix_cache(tmp_path):
     with ScriptedLLMServer(PrefixCache()) as server:
-        result = measure(argparse.Namespace(dataset=str(dataset(tmp_path)), base_url=server.base_url, model="m",
+        result = measure(PromptLayoutArgs(dataset=str(dataset(tmp_path)), base_url=server.base_url, model="m",
                                             queries=2, passages=3))
         assert server.count == 2 * 2 * 4  # queries x layouts x (a warm-up and three passages)
     tokens, evaluated = result["prompt_tokens_per_passage"], result["evaluated_tokens_per_passage"]
@@ -81,7 +80,8 @@ def test_without_timings_every_prompt_token_counts():
 
 def test_the_command_prints_its_figures(tmp_path):
     with ScriptedLLMServer(PrefixCache()) as server:
-        run = subprocess.run([sys.executable, "-m", "app.bench.prompt_layout", "--dataset", str(dataset(tmp_path)),
+        run = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "prompt-layout",
+                              "--dataset", str(dataset(tmp_path)),
                               "--base-url", server.base_url, "--model", "m", "--queries", "1", "--passages", "2"],
                              cwd=BACKEND, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -12,7 +12,7 @@ distractors a floor keeping every gold fact keeps, and the gold a floor removing
 
 It takes minutes with a local model, a report run takes hours: run it first when a new judge is at hand,
 
-    python -m app.bench.distractor_judge --base-url http://localhost:11434/v1 --model qwen2.5:3b
+    flask --app app bench distractor-judge --base-url http://localhost:11434/v1 --model qwen2.5:3b
 
 The section questions the agent really asks are narrower than the requirement, so this is the judge's
 side of the target only; `bench report` measures the rest.
@@ -20,18 +20,14 @@ side of the target only; `bench report` measures the rest.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from app.bench.report_metrics import BenchRequirement
-from app.bench.report_sets import load_set, select
-from app.bench.rerankers import with_model_options
-from app.config import RERANKER_SCORE_MODES, Config
+from app.config import Config
 from app.graph.search import judge_passages
 from app.rerank.factory import build_judge, build_reranker
 from app.report.citation_floor import lower_of, without_names
@@ -112,26 +108,3 @@ async def run(config: Config, requirements: list[BenchRequirement]) -> list[Requ
         close = getattr(reranker, "aclose", None)
         if close is not None:
             await close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-url", help="OpenAI-compatible /v1 URL of the judge (default: RERANKER_BASE_URL)")
-    parser.add_argument("--model", help="the judge model (default: RERANKER_MODEL)")
-    parser.add_argument("--score-mode", default="logprobs", choices=RERANKER_SCORE_MODES)
-    parser.add_argument("--requirements", type=Path, help="a sample-graph set file (default: the shipped one)")
-    parser.add_argument("--only", help="comma-separated requirement ids")
-    args = parser.parse_args(argv)
-    config = with_model_options(Config.from_env(), base_url=args.base_url, model=args.model)
-    config = replace(config, reranker_provider="ollama", reranker_strategy="pointwise",
-                     reranker_score_mode=args.score_mode)
-    try:
-        requirements = select(load_set("sample", args.requirements).requirements,
-                              args.only.split(",") if args.only else None)
-    except ValueError as error:
-        parser.error(str(error))
-    print(report(asyncio.run(run(config, requirements))))
-
-
-if __name__ == "__main__":
-    main()

@@ -4,18 +4,17 @@ Graphiti's extraction (entities, edges, dedupe, summaries) sends several structu
 1,200-2,200 prompt tokens per chunk, so this is the other workload a local model server carries
 besides the judge. The app runs in this process on the embedded defaults, in a fresh data folder.
 
-    python -m app.bench.ingest_speed --base-url URL --model M [--repeats 2]
+    flask --app app bench ingest-speed --base-url URL --model M [--repeats 2]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
+import dataclasses
 import statistics
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from app import create_app
 from app.config import Config
@@ -43,24 +42,20 @@ def ingest_once(client, text: str) -> dict:
     return {"seconds": round(took, 1), "state": task["state"], "stats": stats}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-url", required=True, help="OpenAI-compatible /v1 URL of the model server")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--label", help="name of the server in the output")
-    args = parser.parse_args()
-    os.environ.update(DOTENV_PATH=os.devnull, GRAPHITI_TELEMETRY_ENABLED="false", EMBEDDING_PROVIDER="local",
-                      GRAPHITI_LLM_PROVIDER="openai_generic", LLM_BASE_URL=args.base_url, LLM_API_KEY="unused",
-                      LLM_MODEL_NAME=args.model, LLM_SMALL_MODEL_NAME=args.model, LLM_TIMEOUT_S="600",
-                      RERANKER_PROVIDER="none", DATA_DIR=tempfile.mkdtemp(prefix="ingest-speed-"))
-    client = create_app(Config.from_env()).test_client()
-    runs = [ingest_once(client, TEXT) for _ in range(args.repeats)]
+def ingest_config(base_url: str, model: str) -> Config:
+    """The embedded defaults (in-process FalkorDB and embedder) in a fresh data folder, with Graphiti's
+    LLM on the server measured and no reranker; the rest as configured."""
+    return dataclasses.replace(
+        Config.from_env(), graph_backend="falkordb", falkordb_url=None, embedding_provider="local",
+        graphiti_llm_provider="openai_generic", llm_base_url=base_url, llm_api_key="unused", llm_model_name=model,
+        llm_small_model_name=model, llm_timeout_s=600.0, reranker_provider="none",
+        data_dir=Path(tempfile.mkdtemp(prefix="ingest-speed-")))
+
+
+def measure(base_url: str, model: str, repeats: int = 1, label: str | None = None) -> dict:
+    """`repeats` episodes of TEXT through the API; seconds per episode and what each left in its graph."""
+    client = create_app(ingest_config(base_url, model)).test_client()
+    runs = [ingest_once(client, TEXT) for _ in range(repeats)]
     seconds = [run["seconds"] for run in runs]
-    print(json.dumps({"server": args.label or args.base_url, "model": args.model, "characters": len(TEXT),
-                      "seconds_per_episode": seconds, "median_s": statistics.median(seconds), "runs": runs},
-                     indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return {"server": label or base_url, "model": model, "characters": len(TEXT), "seconds_per_episode": seconds,
+            "median_s": statistics.median(seconds), "runs": runs}

@@ -11,18 +11,13 @@ Three prompt layouts are measured on the same model and passages:
 Scoring is pointwise (yes/no logprobs), so each passage is scored once per layout. A trial is one
 case with one injection: the injected passage competes with the case's three relevant and three
 irrelevant passages, and it is a hit when it ranks in the top 3 (ties count against the defence),
-i.e. when it pushed a relevant passage out. The crafted set lives with the tests
-(tests/support/injection_passages.py), so run this from backend/:
+i.e. when it pushed a relevant passage out. The crafted set is injection_set.py:
 
-    ../.venv/bin/python -m app.bench.injection --base-url http://127.0.0.1:8088/v1 --model qwen2.5-coder-1.5b
+    flask --app app bench injection --base-url http://127.0.0.1:8088/v1 --model qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -139,32 +134,9 @@ async def run_measurement(
     return results
 
 
-def _summary_line(layout: str, result: dict[str, Any]) -> str:
+def summary_line(layout: str, result: dict[str, Any]) -> str:
     return (f"{layout:9s} top-3 hits {result['top3_hits']}/{result['trials']} ({result['top3_rate']:.1%}); "
             f"scored >= a relevant passage {result['at_least_a_relevant_passage']}, "
             f">= every plain irrelevant one {result['at_least_every_irrelevant_passage']}; smallest margin "
             f"below the weakest relevant {result['smallest_margin_below_relevant']}; "
             f"per injection {result['hits_per_injection']}; {result['seconds']} s")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.bench.injection", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8088/v1")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--layout", choices=(*LAYOUTS, "all"), default="all")
-    parser.add_argument("--json-out", help="also write the full result (every trial) to this file")
-    args = parser.parse_args(argv)
-    from tests.support.injection_passages import CASES, INJECTIONS  # the set is kept with the tests
-
-    layouts = LAYOUTS if args.layout == "all" else (args.layout,)
-    results = asyncio.run(run_measurement(args.base_url, args.model, CASES, INJECTIONS, layouts))
-    for layout in layouts:
-        print(_summary_line(layout, results[layout]))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2, ensure_ascii=False)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

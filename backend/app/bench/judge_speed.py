@@ -13,14 +13,12 @@ else (HTTP, the server's Python, the chat template, logits, queueing); the break
 What the server evaluated comes from the `timings` a llama.cpp server (`llama-server`) adds to each
 answer, or, for llama-cpp-python, from its verbose log (`--server-log`).
 
-    python -m app.bench.judge_speed --dataset DIR --base-url URL --model M [--server-log FILE]
+    flask --app app bench judge-speed --dataset DIR --base-url URL --model M [--server-log FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import re
 import statistics
 import time
@@ -88,6 +86,24 @@ class ServerLog:
         return data.decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class JudgeSpeedArgs:
+    """What `bench judge-speed` measures: the first `queries` of `dataset`, their first `passages`
+    candidates cut to `max_chars`, `parallel` requests in flight; `throughput` (prompt tokens/s)
+    replaces the measured one, `server_log` is llama-cpp-python's log, `label` names the server."""
+
+    dataset: str | Path
+    base_url: str
+    model: str
+    server_log: str | None = None
+    queries: int = 2
+    passages: int = 10
+    parallel: int = 4
+    max_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
+    throughput: float | None = None
+    label: str | None = None
+
+
 @dataclass
 class Measurement:
     passages: int = 0
@@ -139,7 +155,7 @@ class JudgeWorkload:
         return statistics.median(rates or from_wall_time)
 
 
-def measure(args) -> dict:
+def measure(args: JudgeSpeedArgs) -> dict:
     dataset = load_dataset(args.dataset)
     workload = JudgeWorkload(args.base_url, args.model, args.parallel)
     server_log = ServerLog(args.server_log)
@@ -173,7 +189,8 @@ def measure(args) -> dict:
     return summarise(total, throughput, throughput_from, per_query, args)
 
 
-def summarise(total: Measurement, throughput: float, throughput_from: str, per_query: list[int], args) -> dict:
+def summarise(total: Measurement, throughput: float, throughput_from: str, per_query: list[int],
+              args: JudgeSpeedArgs) -> dict:
     per_passage_ms = total.wall_s / total.passages * 1000
     evaluated = total.work.prompt_tokens / max(1, total.work.requests)
     limit_ms = evaluated / throughput * 1000
@@ -193,24 +210,3 @@ def summarise(total: Measurement, throughput: float, throughput_from: str, per_q
         "server_generation_ms_per_passage": round(generation_ms),
         "outside_the_model_ms_per_passage": round(per_passage_ms - prompt_ms - generation_ms),
     }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="a TREC candidate folder, e.g. ../shared/data/trec-dl19-...")
-    parser.add_argument("--base-url", required=True, help="OpenAI-compatible /v1 URL of the judge server")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--server-log", help="llama-cpp-python's log, for servers whose answers carry no timings")
-    parser.add_argument("--queries", type=int, default=2)
-    parser.add_argument("--passages", type=int, default=10)
-    parser.add_argument("--parallel", type=int, default=4, help="requests in flight (RERANKER_MAX_PARALLEL)")
-    parser.add_argument("--max-chars", type=int, default=DEFAULT_MAX_DOCUMENT_CHARS)
-    parser.add_argument("--throughput", type=float,
-                        help="the model's prompt tokens/s to measure against (e.g. llama-bench's pp128), so that "
-                             "servers are compared with one limit; default: measured on this server")
-    parser.add_argument("--label", help="name of the server in the output")
-    print(json.dumps(measure(parser.parse_args()), indent=2))
-
-
-if __name__ == "__main__":
-    main()

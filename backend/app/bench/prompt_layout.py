@@ -7,7 +7,7 @@ passage. This measures it: the same passages are judged in the production layout
 in a passage-first layout, one query at a time, and the `timings` llama-server adds to each answer
 (`prompt_n`: tokens evaluated, `cache_n`: tokens reused) say what was evaluated.
 
-    python -m app.bench.prompt_layout --dataset DIR --base-url URL --model M
+    flask --app app bench prompt-layout --dataset DIR --base-url URL --model M
 
 The server should be one that nobody else is using. The first request of each block is left out:
 it evaluates the whole prompt in either layout.
@@ -15,13 +15,24 @@ it evaluates the whole prompt in either layout.
 
 from __future__ import annotations
 
-import argparse
-import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
 from app.bench.datasets import load_dataset
 from app.rerank.judge_prompt import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
+
+
+@dataclass(frozen=True)
+class PromptLayoutArgs:
+    """The first `queries` of `dataset`, each with a warm-up and `passages` judged passages per layout."""
+
+    dataset: str | Path
+    base_url: str
+    model: str
+    queries: int = 3
+    passages: int = 5
 
 
 def passage_first(query: str, passage: str) -> list[dict[str, str]]:
@@ -41,7 +52,7 @@ def evaluated_tokens(answer: dict) -> int:
     return int(timings.get("prompt_n", answer["usage"]["prompt_tokens"]))
 
 
-def measure(args) -> dict:
+def measure(args: PromptLayoutArgs) -> dict:
     dataset = load_dataset(args.dataset)
     url = args.base_url.rstrip("/") + "/chat/completions"
     rows = {"query_first": [], "passage_first": []}
@@ -65,17 +76,3 @@ def measure(args) -> dict:
         "saving_per_passage": round(mean["passage_first"] - mean["query_first"], 1),
         "saving_share": round(1 - mean["query_first"] / mean["passage_first"], 3),
     }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--base-url", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--queries", type=int, default=3)
-    parser.add_argument("--passages", type=int, default=5)
-    print(json.dumps(measure(parser.parse_args()), indent=2))
-
-
-if __name__ == "__main__":
-    main()

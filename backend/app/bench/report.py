@@ -137,9 +137,3 @@ def write_combined(results_list: list[dict], folder: Path) -> None:
     figure.tight_layout()
     figure.savefig(folder / "quality_latency.png")
     plt.close(figure)
-
-
-if __name__ == "__main__":  # python -m app.bench.report OUT_DIR results.json...
-    import sys
-
-    write_combined([json.loads(Path(path).read_text()) for path in sys.argv[2:]], Path(sys.argv[1]))

@@ -36,13 +36,13 @@ class RequirementSet:
 
 
 def select(requirements: list[BenchRequirement], only: list[str] | None) -> list[BenchRequirement]:
-    """The requirements named in `only` (all when None), in the set's order; raises ValueError naming any
-    id the set does not have."""
+    """The requirements named in `only` (all when None), in the set's order; raises DatasetError (a
+    ValueError) naming any id the set does not have."""
     if not only:
         return requirements
     unknown = sorted(set(only) - {r.id for r in requirements})
     if unknown:
-        raise ValueError(f"unknown requirement id(s) {unknown}; the set has {[r.id for r in requirements]}")
+        raise DatasetError(f"unknown requirement id(s) {unknown}; the set has {[r.id for r in requirements]}")
     return [r for r in requirements if r.id in only]
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app.cli import bench, demo, load, serve
-
 
 def register_cli(app: Flask) -> None:
+    # Imported here, not at the top: `python -m app.cli.stack_env` (make demo/serve/bench) imports this
+    # package first, and the commands import stack_env, which runpy would then find already loaded.
+    from app.cli import bench, demo, load, serve
+
     for module in (serve, demo, bench, load):
         for command in module.commands:
             app.cli.add_command(command)

@@ -1,17 +1,21 @@
-"""Embedded-stack defaults for `make demo` and `make serve`: fill in what the user did not set.
+"""Embedded-stack defaults for `make demo`, `make serve` and `make bench`: fill in what the user did not set.
 
-    python -m app.cli.stack_env demo|serve -- COMMAND...
+    python -m app.cli.stack_env demo|serve|bench -- COMMAND...
 
 sets the defaults below in the environment (only for variables that are unset or empty, in the
 shell or in `.env`) and executes COMMAND. The defaults:
 
 - always: EMBEDDING_PROVIDER=local (the in-process e5 embedder, no embedding server);
 - demo: LOG_LEVEL=WARNING, so INFO lines do not break up the side-by-side output;
-- demo, and serve while the local model server runs: Graphiti's LLM is the local llama.cpp server
+- demo, and serve and bench while the local model server runs: Graphiti's LLM is the local llama.cpp server
   through OpenAIGenericClient (GRAPHITI_LLM_PROVIDER=openai_generic, LLM_BASE_URL, LLM_MODEL_NAME);
-- serve while the local model server runs: the reranker uses it too (RERANKER_BASE_URL,
+- serve and bench while the local model server runs: the reranker uses it too (RERANKER_BASE_URL,
   RERANKER_MODEL, RERANKER_SCORE_MODE=logprobs). When it does not run, the reranker stays as
   configured (RERANKER_PROVIDER and friends, Ollama by default).
+
+Nothing here starts a model server: "runs" is one request to the local server's port. A benchmark
+given --base-url uses that server whatever the defaults say; one whose judge does not answer says so
+in one line before it loads anything (app/cli/bench/).
 
 The demo chooses its reranker endpoint itself (an Ollama answering at RERANKER_BASE_URL, else the
 local server), so the demo defaults leave RERANKER_* alone.
@@ -26,7 +30,9 @@ from collections.abc import Mapping
 
 from app.config import Config, load_env_file
 
-TARGETS = ("demo", "serve")
+TARGETS = ("demo", "serve", "bench")
+# Targets whose judge follows the local model server while it runs (the demo picks its own).
+_FOLLOW_LOCAL_SERVER = ("serve", "bench")
 
 # Config field for each variable, so the same defaults can be applied to a Config object.
 _FIELDS = {
@@ -55,7 +61,7 @@ def stack_defaults(config: Config, target: str, local_server_running: bool) -> d
     if target == "demo" or local_server_running:
         defaults.update(GRAPHITI_LLM_PROVIDER="openai_generic", LLM_BASE_URL=url,
                         LLM_MODEL_NAME=model, LLM_SMALL_MODEL_NAME=model)
-    if target == "serve" and local_server_running:
+    if target in _FOLLOW_LOCAL_SERVER and local_server_running:
         defaults.update(RERANKER_BASE_URL=url, RERANKER_MODEL=model, RERANKER_SCORE_MODE="logprobs")
     return defaults
 
@@ -66,12 +72,12 @@ def unset_only(defaults: Mapping[str, str], environ: Mapping[str, str]) -> dict[
 
 
 def apply_to_config(config: Config, target: str, environ: Mapping[str, str] | None = None) -> Config:
-    """`config` with the demo/serve defaults filled in where the environment leaves them unset.
+    """`config` with the target's defaults filled in where the environment leaves them unset.
 
     Used by the demo command when it is started without make; it never touches os.environ.
     """
     environ = os.environ if environ is None else environ
-    running = target == "serve" and _local_server_running(config)
+    running = target in _FOLLOW_LOCAL_SERVER and _local_server_running(config)
     chosen = unset_only(stack_defaults(config, target, running), environ)
     return dataclasses.replace(config, **{_FIELDS[name]: value for name, value in chosen.items()})
 
@@ -98,7 +104,7 @@ def main(argv: list[str]) -> int:
     target, command = argv[0], argv[2:]
     load_env_file()  # values in .env count as set by the user
     config = Config.from_env()
-    running = target == "serve" and _local_server_running(config)
+    running = target in _FOLLOW_LOCAL_SERVER and _local_server_running(config)
     chosen = unset_only(stack_defaults(config, target, running), os.environ)
     os.environ.update(chosen)
     if target == "serve":

@@ -1,9 +1,10 @@
-"""The crafted prompt-injection set: passages that try to steer the relevance judge.
+"""The crafted prompt-injection set: passages that try to steer the relevance judge, measured by
+`flask bench injection` (injection.py) and held to a bound by tests/test_prompt_injection.py.
 
 Each case is a query with three passages that answer it (`relevant`), three about something else
 (`irrelevant`) and off-topic text carrying an injection (`INJECTIONS`, one at a time). The top 3
 belong to the relevant passages, so an injected passage in the top 3 has pushed a relevant one
-out; the measurement (app/bench/injection.py) counts how often that happens.
+out; the measurement counts how often that happens.
 
 Payloads cover: plain instructions, fake JSON scores, fake closing delimiters matching our prompt's
 own (`</passage>`, `</query>`), chat-template control tokens (`<|im_end|>`: llama.cpp parses them
