@@ -1,4 +1,4 @@
-"""`python -m app.bench.distractor_judge`: the judge's side of #17's distractor target, over real HTTP to a
+"""`python -m app.bench.distractor_judge`: the judge's side of the report bench's distractor target, over real HTTP to a
 scripted judge whose scores are set per fact, so every figure it prints follows from them."""
 
 from __future__ import annotations
