@@ -102,7 +102,7 @@ def test_registry_strategies_spend_exactly_their_estimate(strategy, dataset, tmp
 
 
 def test_unusable_answers_of_a_multi_passage_strategy_are_counted(dataset, tmp_path, scripted_llm):
-    """Every window of every query answers garbage: the row must say so, not 0% invalid (#15)."""
+    """Every window of every query answers garbage: the row must say so, not 0% invalid."""
     scripted_llm.responder = ranking_llm(relevance, listwise=lambda prompt: garbage("no idea"))
     config = Config(reranker_window_size=2, reranker_window_stride=1)
     results = run_rerank_bench(bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "sliding_window",

@@ -1,4 +1,4 @@
-"""The local embedder serves a search's query while an import's large batch is being embedded (#13):
+"""The local embedder serves a search's query while an import's large batch is being embedded:
 the query does not wait for the batch, and both get the vectors they would get alone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A bounded randomized concurrency test of the graph lifecycle (#13): several clients interleave
+"""A bounded randomized concurrency test of the graph lifecycle: several clients interleave
 create, import, re-import, search, delete and re-create on a few graph ids, against the real app on
 each database (the embedded FalkorDB and the real local Neo4j), for a fixed number of steps. The operations are drawn from a seeded random
 generator (the interleaving is the machine's); the seed is in the test id and the failure message.

@@ -1,4 +1,4 @@
-"""The graph lifecycle under concurrent requests (#13): create, import and delete of one graph are
+"""The graph lifecycle under concurrent requests: create, import and delete of one graph are
 ordered, concurrent imports share entities, an import is idempotent per (source, relation, target,
 fact). Real app, real embedder, on both databases (the embedded FalkorDB and the real local Neo4j);
 concurrency from threads, as waitress serves."""

@@ -1,4 +1,4 @@
-"""A crash in the middle of an import (#13): kill -9 of the embedded FalkorDB or of the whole app
+"""A crash in the middle of an import: kill -9 of the embedded FalkorDB or of the whole app
 right after the import's first entity writes. The request in flight gets 503 graph_unavailable with
 Retry-After, naming the database and saying nothing was kept (not a 500), and what the import had
 written is gone once the database is back: the graph is exactly as it was before the import, for

@@ -1,6 +1,6 @@
 """`flask load` end to end, briefly: two real waitress servers (reranker off, then on against the
 stand-in judge), a few clients for two seconds each. The figures themselves are for the command's
-own output (README, "Load"); this only proves the command runs, counts, and holds its bounds."""
+own output (docs/bench/SCALE.md, "Load"); this only proves the command runs, counts, and holds its bounds."""
 
 from __future__ import annotations
 

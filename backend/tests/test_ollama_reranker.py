@@ -66,7 +66,7 @@ def scored_by(table: dict[str, float]):
 
 def warnings_in(caplog) -> list[logging.LogRecord]:
     """The app's own warnings: what another library or an earlier test's leftovers log is not the
-    reranker's doing (the graph loop's background tasks are owned since #13; see test_loop_tasks.py)."""
+    reranker's doing (the graph loop owns its background tasks; see test_loop_tasks.py)."""
     return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith("app.")]
 
 

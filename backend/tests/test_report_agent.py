@@ -708,7 +708,7 @@ def test_a_section_stuck_in_a_loop_keeps_one_copy(agent_backend, scripted_llm):
 
 
 def test_a_section_looping_over_whole_sentences_says_each_once(agent_backend, scripted_llm):
-    # A real run (session 18, businesses) wrote five cited sentences, 181 words, four and a half
+    # A real run (the businesses requirement) wrote five cited sentences, 181 words, four and a half
     # times over: too long a stretch for cut_loops. Its citations are the first copy's.
     def paste(label):
         sentence = (f"The water authority also received reports from the ferry company about the timetable in the "

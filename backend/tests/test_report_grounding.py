@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.report.grounding import grounded, stated_sources, states
 from app.report.views import FactView
 
-# Facts and sentences from the 1.5B's session 8 reports on the sample graph.
+# Facts and sentences from the 1.5B's stored reports on the sample graph.
 SEAL = "Floodwater from Storm Edda entered Well 4 through its cracked wellhead seal."
 AQUAPURE = "AquaPure Bottling supplies drinking water for the Port Alder Water Polo Club's home matches."
 HARBOUR = "The Port Alder Water Authority supplies tap water to every household in the Harbour District."

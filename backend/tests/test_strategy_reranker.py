@@ -161,7 +161,7 @@ def test_unit_fallbacks_are_counted_without_a_warning(scripted_llm, caplog):
 ])
 def test_every_garbage_answer_is_an_invalid_output(scripted_llm, strategy, knobs, units):
     """A run where every answer is garbage falls back once, and says why: each unusable answer is an
-    invalid output and each unit that kept its order a unit fallback (#15: this used to read 0)."""
+    invalid output and each unit that kept its order a unit fallback (not 0 invalid, as a count of pointwise failures alone would read)."""
     scripted_llm.responder = always(garbage("no idea"))
     reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
     passages = ["aaaa", "bbbbbb", "c", "dd", "zz"][: 4 if strategy == "tournament" else 5]

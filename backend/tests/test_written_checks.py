@@ -35,7 +35,7 @@ def test_a_closed_write_is_never_cut():
     assert salvage_write(closed) == ("It rained [F1]. Then", ["F1"])
 
 
-# The shape of a real loop (session 18, businesses): five sentences, 181 words, four and a half times over.
+# The shape of a real loop (a stored report on the businesses requirement): five sentences, 181 words, four and a half times over.
 LOOP = " ".join(
     f"The water authority also received reports from {who}, who was {what}, about what happened in the "
     f"weeks of the advisory in the town and the harbour [{label}]."
@@ -64,7 +64,7 @@ B = "0a0a0a0a-0000-4000-8000-000000000002"
 
 
 def test_in_a_text_that_cites_inline_a_sentence_citing_nothing_goes():
-    # Sentences of real session 18 sections, each citing nothing in a section that cites.
+    # Sentences of real stored report sections, each citing nothing in a section that cites.
     text = (f"The advisory lasted 19 days [{A}]. The company's chief executive was also arrested.\n"
             "(valid from 2 May 2025; still true)\n"
             "### Who paid\n"

@@ -1,12 +1,12 @@
 """A recording Neo4j for tests: graphiti's real `Neo4jDriver` with its network client replaced.
 
-This is a test double of the database driver, used only because no Neo4j server can be installed
-on the development machines (neither PyPI nor Debian ship one). Everything above the wire is the
+This is a test double of the database driver, kept for faults a real server cannot be made to show on
+demand (the suite's real Neo4j runs everything else: test_neo4j_server.py). Everything above the wire is the
 real code: the app's Cypher, graphiti's Neo4j queries and operations classes, `Neo4jDriver`'s own
 `execute_query`/`session`/`transaction`/`close`. Only `neo4j.AsyncDriver` (the Bolt client) is
 stood in for: it records every query with its parameters, database and transaction, and answers
-with the rows a test scripts. What a real server would do with the Cypher is not checked here;
-README ("Checking the Neo4j path on a real server") says how to check that by hand.
+with the rows a test scripts. What a real server would do with the Cypher is checked on the real
+local Neo4j, not here.
 """
 
 from __future__ import annotations
