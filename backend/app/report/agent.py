@@ -37,7 +37,7 @@ from app.report.planning import (
 )
 from app.report.protocol import InvalidCall, parse_action, salvage_write
 from app.report.query_memory import QueryMemory
-from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
+from app.report.results import InsightResult, SearchResult, ToolResult
 from app.report.search_log import search_movement
 from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
@@ -352,7 +352,7 @@ class ReportAgent:
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
                   search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,
                   shown=self.book.labels_of([fact.uuid for fact in shown_facts]),
-                  **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
+                  **result.log_details(), **({"nudged_from": nudged_from} if nudged_from else {}),
                   **({"planned": True} if planned else {}))
         had = result.already_shown if isinstance(result, SearchResult) else []
         held_back = [self.book.known[uuid] for uuid in had if uuid in self.book.known]
@@ -443,18 +443,6 @@ class ReportAgent:
                                summary=summary)
         self.progress.update(phase=status)
         return summary
-
-
-def _details(result: ToolResult) -> dict[str, Any]:
-    """What a tool chose by itself, for the log: InsightForge's sub-queries, who was interviewed."""
-    if isinstance(result, InsightResult):
-        return {"sub_queries": result.sub_queries}
-    if isinstance(result, InterviewResult):
-        return {"interviewed": [interview.entity.name for interview in result.interviews],
-                "not_found": result.not_found}
-    if isinstance(result, SearchResult):
-        return {"already_shown": len(result.already_shown)}
-    return {}
 
 
 def start_report(config: Config, graph_id: str, requirement: str, max_sections: int = DEFAULT_MAX_SECTIONS,

@@ -27,6 +27,10 @@ class ToolResult:
     def fact_uuids(self) -> set[str]:
         return {fact.uuid for fact in self.all_facts()}
 
+    def log_details(self) -> dict[str, Any]:
+        """What the tool chose by itself, for the agent's step log."""
+        return {}
+
     def _text_info(self) -> dict[str, Any]:
         text = self.render()
         return {"text_truncated": text.truncated, "text_left_out": dict(text.left_out), "max_chars": self.max_chars}
@@ -51,6 +55,9 @@ class SearchResult(ToolResult):
 
     def all_facts(self) -> list[FactView]:
         return list(self.facts)
+
+    def log_details(self) -> dict[str, Any]:
+        return {"already_shown": len(self.already_shown)}
 
     def render(self) -> BudgetedText:
         text = BudgetedText(self.max_chars)
@@ -97,6 +104,9 @@ class InsightResult(ToolResult):
 
     def all_facts(self) -> list[FactView]:
         return list(self.facts)
+
+    def log_details(self) -> dict[str, Any]:
+        return {"sub_queries": self.sub_queries}
 
     def render(self) -> BudgetedText:
         text = BudgetedText(self.max_chars)
@@ -230,6 +240,10 @@ class InterviewResult(ToolResult):
 
     def all_facts(self) -> list[FactView]:
         return [fact for interview in self.interviews for fact in interview.facts]
+
+    def log_details(self) -> dict[str, Any]:
+        return {"interviewed": [interview.entity.name for interview in self.interviews],
+                "not_found": self.not_found}
 
     def render(self) -> BudgetedText:
         text = BudgetedText(self.max_chars)
