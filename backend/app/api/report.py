@@ -40,7 +40,7 @@ def run_tool(graph_id: str, tool: str):
         result = report_tool.run(tools, graph_id, arguments)
     finally:
         tools.close()
-    return {"tool": report_tool.name, "result": result.to_dict(), "text": result.to_text()}
+    return report_tool.api_answer(result)
 
 
 @bp.post("/<graph_id>")

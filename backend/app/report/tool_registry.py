@@ -47,6 +47,10 @@ class ReportTool:
         arguments = ", ".join(param.describe() for param in self.parameters if param.name not in hidden)
         return f"- {self.name}: {self.description}. Arguments: {arguments}"
 
+    def api_answer(self, result: ToolResult) -> dict[str, Any]:
+        """The HTTP API's answer: the result as data, named by its tool, and the text the model reads."""
+        return {"tool": self.name, "result": {"tool": self.name, **result.to_dict()}, "text": result.to_text()}
+
     def asked(self, arguments: dict[str, Any]) -> str:
         """What a call with `arguments` asks, as one text: its `asks` arguments in order, lists joined."""
         values = (arguments.get(name) or "" for name in self.asks)
