@@ -37,6 +37,7 @@ from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.report.agent import MAX_SEARCH_LIMIT, PLANNED_CALLS, TOOL_TEXT_CHARS, ReportAgent
 from app.report.prompts import OUTLINE_PROMPT, SECTION_PROMPT_TAIL
 from app.report.store import ReportStore, new_report_id, now_iso
+from app.report.tool_registry import TOOLS
 from app.rerank.server_connection import redact_url
 
 logger = logging.getLogger(__name__)
@@ -331,12 +332,13 @@ TABLE = (
     ("judge calls (cached)", None, None),
     ("wall s/report", "wall_per_report_s", "{:.0f}"),
 )
-TOOL_ABBREVIATIONS = {"search_graph": "S", "insight_forge": "I", "panorama_search": "P", "interview_entities": "V"}
 
 
 def _tools(row: dict) -> str:
     by_tool = row.get("tool_calls_by_tool") or {}
-    parts = " ".join(f"{TOOL_ABBREVIATIONS.get(tool, tool)}{count}" for tool, count in sorted(by_tool.items()))
+    # A tool the registry does not know (an older run's) keeps its name.
+    parts = " ".join(f"{TOOLS[tool].abbreviation if tool in TOOLS else tool}{count}"
+                     for tool, count in sorted(by_tool.items()))
     return f"{row.get('tool_calls', 0)} ({parts})" if parts else str(row.get("tool_calls", 0))
 
 
