@@ -332,6 +332,8 @@ TABLE = (
     ("judge calls (cached)", None, None),
     ("wall s/report", "wall_per_report_s", "{:.0f}"),
 )
+# "S search_graph, I insight_forge, ...": the letters the tool-call columns use.
+TOOL_LEGEND = ", ".join(f"{tool.abbreviation} {tool.name}" for tool in TOOLS.values())
 
 
 def _tools(row: dict) -> str:
@@ -395,7 +397,7 @@ def markdown_report(results: dict) -> str:
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")
               for label, records in results["per_report"].items() for record in records]
     return "\n".join(["# Report benchmark", "", *facts, "",
-                      "Tool calls: S search_graph, I insight_forge, P panorama_search, V interview_entities.", "",
+                      f"Tool calls: {TOOL_LEGEND}.", "",
                       markdown_table(results), "", "Per report:", "", per_report_table(results), "",
                       "What each report missed:", "", *missed, ""])
 
