@@ -3,11 +3,16 @@ start to stored markdown, and clear 4xx answers for bad input."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
 import pytest
 
+from app.report import prompts
+from app.report.agent import ReportAgent
+from app.report.protocol import InvalidCall
+from app.report.tool_registry import TOOLS
 from tests.conftest import unique_graph_id
 from tests.support.report_scripts import REPORT_FACTS, as_json, interview_facts, judge_or_chat, purpose
 from tests.support.scripted_llm import ScriptedLLMServer
@@ -112,6 +117,40 @@ def test_tool_requests_need_a_json_object_and_a_known_graph(api):
     missing = run_tool(client, unique_graph_id(), "search_graph", query="x")
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "graph_not_found"
     assert run_tool(client, "bad id!", "search_graph", query="x").status_code == 400
+
+
+def listed_to_the_model() -> dict[str, list[str]]:
+    """Each tool's argument names as the agent's system prompt lists them, in the prompt's order."""
+    listed = {}
+    for line in prompts.section_system_prompt().splitlines():
+        tool = re.match(r"- (\w+): .*?\. Arguments: (.*)$", line)
+        if tool:
+            listed[tool.group(1)] = re.findall(r"(?:^|, )(\w+)\??: ", tool.group(2))
+    return listed
+
+
+def test_the_model_and_the_api_know_the_same_tools_with_the_same_arguments(api):
+    """A call the model writes from its prompt is one the API runs, and the agent and the API refuse an
+    argument with the same words: both read the tool's one definition."""
+    client, gid = api
+    agent = ReportAgent(client.application.config["APP_CONFIG"])
+    listed = listed_to_the_model()
+    assert list(listed) == list(TOOLS)
+    for name, arguments in listed.items():
+        params = {param.name: param for param in TOOLS[name].parameters}
+        assert arguments and set(arguments) <= set(params)
+        assert set(params) - set(arguments) <= set(prompts.AGENT_HIDDEN_ARGUMENTS)  # never shown, still valid
+        call = {argument: ["Who runs it?"] if params[argument].kind == "texts" else "ferry" for argument in arguments}
+        kind, tool, checked = agent._action_of(json.dumps({"action": "tool", "tool": name, "arguments": call}))
+        assert (kind, tool) == ("tool", TOOLS[name]) and set(call) <= set(checked)
+        answer = run_tool(client, gid, name, **call)
+        assert answer.status_code == 200 and answer.get_json()["tool"] == name
+
+        refused = run_tool(client, gid, name, **call, unknown=1).get_json()["error"]["message"]
+        with pytest.raises(InvalidCall) as problem:
+            agent._action_of(json.dumps({"action": "tool", "tool": name, "arguments": {**call, "unknown": 1}}))
+        assert str(problem.value) == refused and f"allowed: {list(params)}" in refused
+    agent.close()
 
 
 def wait_for_task(client, task_id, timeout_s=60.0) -> dict:

@@ -14,7 +14,8 @@ from app.api.errors import ApiError
 from app.api.validation import app_config, int_field, json_object, known_graph_id, text_field
 from app.report.agent import start_report
 from app.report.store import ReportStore, UnknownReportError, validate_report_id
-from app.report.tool_args import TOOL_NAMES, ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.tool_args import ToolArgumentError
+from app.report.tool_registry import TOOL_NAMES, TOOLS
 from app.report.tools import ReportTools
 
 bp = Blueprint("report", __name__, url_prefix="/api/report")
@@ -25,20 +26,21 @@ MAX_SECTIONS = 6
 
 @bp.post("/<graph_id>/tools/<tool>")
 def run_tool(graph_id: str, tool: str):
-    if tool not in TOOL_NAMES:
+    report_tool = TOOLS.get(tool)
+    if report_tool is None:
         raise ApiError(404, "unknown_tool", f"unknown tool {tool[:64]!r}; tools: {list(TOOL_NAMES)}")
     body = json_object()
     try:
-        arguments = parse_tool_arguments(tool, body)
-    except (ToolArgumentError, UnknownToolError) as error:
+        arguments = report_tool.check_arguments(body)
+    except ToolArgumentError as error:
         raise ApiError(400, "invalid_arguments", str(error)) from None
     graph_id = known_graph_id(graph_id)
     tools = ReportTools(app_config())
     try:
-        result = getattr(tools, tool)(graph_id, **arguments)
+        result = report_tool.run(tools, graph_id, arguments)
     finally:
         tools.close()
-    return {"tool": tool, "result": result.to_dict(), "text": result.to_text()}
+    return report_tool.api_answer(result)
 
 
 @bp.post("/<graph_id>")

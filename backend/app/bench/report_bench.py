@@ -37,6 +37,7 @@ from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.report.agent import MAX_SEARCH_LIMIT, PLANNED_CALLS, TOOL_TEXT_CHARS, ReportAgent
 from app.report.prompts import OUTLINE_PROMPT, SECTION_PROMPT_TAIL
 from app.report.store import ReportStore, new_report_id, now_iso
+from app.report.tool_registry import TOOLS
 from app.rerank.server_connection import redact_url
 
 logger = logging.getLogger(__name__)
@@ -331,12 +332,15 @@ TABLE = (
     ("judge calls (cached)", None, None),
     ("wall s/report", "wall_per_report_s", "{:.0f}"),
 )
-TOOL_ABBREVIATIONS = {"search_graph": "S", "insight_forge": "I", "panorama_search": "P", "interview_entities": "V"}
+# "S search_graph, I insight_forge, ...": the letters the tool-call columns use.
+TOOL_LEGEND = ", ".join(f"{tool.abbreviation} {tool.name}" for tool in TOOLS.values())
 
 
 def _tools(row: dict) -> str:
     by_tool = row.get("tool_calls_by_tool") or {}
-    parts = " ".join(f"{TOOL_ABBREVIATIONS.get(tool, tool)}{count}" for tool, count in sorted(by_tool.items()))
+    # A tool the registry does not know (an older run's) keeps its name.
+    parts = " ".join(f"{TOOLS[tool].abbreviation if tool in TOOLS else tool}{count}"
+                     for tool, count in sorted(by_tool.items()))
     return f"{row.get('tool_calls', 0)} ({parts})" if parts else str(row.get("tool_calls", 0))
 
 
@@ -393,7 +397,7 @@ def markdown_report(results: dict) -> str:
               + (f"; distractors cited: {record['cited_distractors']}" if record["cited_distractors"] else "")
               for label, records in results["per_report"].items() for record in records]
     return "\n".join(["# Report benchmark", "", *facts, "",
-                      "Tool calls: S search_graph, I insight_forge, P panorama_search, V interview_entities.", "",
+                      f"Tool calls: {TOOL_LEGEND}.", "",
                       markdown_table(results), "", "Per report:", "", per_report_table(results), "",
                       "What each report missed:", "", *missed, ""])
 

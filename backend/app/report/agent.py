@@ -37,14 +37,15 @@ from app.report.planning import (
 )
 from app.report.protocol import InvalidCall, parse_action, salvage_write
 from app.report.query_memory import QueryMemory
-from app.report.results import InsightResult, InterviewResult, SearchResult, ToolResult
+from app.report.results import InsightResult, SearchResult, ToolResult
 from app.report.search_log import search_movement
 from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
 )
 from app.report.review import SectionReview
 from app.report.store import ReportStore, ms_since, new_report_id, now_iso
-from app.report.tool_args import TOOL_PARAMS, ToolArgumentError, UnknownToolError, parse_tool_arguments
+from app.report.tool_args import ToolArgumentError, UnknownToolError
+from app.report.tool_registry import SEARCH_GRAPH, TOOLS, ReportTool, tool_named
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText
 from app.report.written import check_written, final_answer
@@ -222,6 +223,7 @@ class ReportAgent:
         self._write_now(draft, messages, failures)
 
     def _action_of(self, text: str) -> tuple[str, Any, Any]:
+        """('write', content, sources) or ('tool', the ReportTool, its checked arguments); InvalidCall."""
         reply = parse_json_object(text)
         if reply is None:
             salvaged = salvage_write(text)  # a section cut short by max_tokens is still the section
@@ -231,7 +233,8 @@ class ReportAgent:
         kind, value, arguments = parse_action(reply)
         if kind == "tool":
             try:
-                arguments = parse_tool_arguments(value, arguments)
+                value = tool_named(value)
+                arguments = value.check_arguments(arguments)
             except (UnknownToolError, ToolArgumentError) as error:
                 raise InvalidCall(str(error)) from None
         return kind, value, arguments
@@ -243,10 +246,10 @@ class ReportAgent:
         calls = min(self.planned_calls, self.budget - 1)
         if calls < 1:
             return feedback
-        tool, arguments = self._recommended_call(draft) or ("search_graph", {"query": draft.part[:1000]})
-        arguments = parse_tool_arguments(tool, arguments)
-        takes_depth = any(param.name == "candidates" for param in TOOL_PARAMS[tool])  # a search of the question
-        if takes_depth and self.question_candidates:
+        tool, arguments = self._recommended_call(draft) or (
+            SEARCH_GRAPH, SEARCH_GRAPH.question_call(draft.part[:1000], self._subject))
+        arguments = tool.check_arguments(arguments)
+        if tool.takes("candidates") and self.question_candidates:  # a search of the question: judged deeper
             arguments["candidates"] = self.question_candidates
         feedback.append(self._call(graph_id, draft, tool, arguments, time.perf_counter(), self.budget - 1,
                                    planned=True))
@@ -255,39 +258,38 @@ class ReportAgent:
             if not follow_up:
                 break
             query = name_in_context(follow_up[0], self._subject)[:1000]
-            feedback.append(self._call(graph_id, draft, "search_graph",
-                                       parse_tool_arguments("search_graph", {"query": query}),
+            feedback.append(self._call(graph_id, draft, SEARCH_GRAPH, SEARCH_GRAPH.check_arguments({"query": query}),
                                        time.perf_counter(), self.budget - call, planned=True))
         return feedback
 
-    def _call(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
+    def _call(self, graph_id: str, draft: SectionDraft, tool: ReportTool, arguments: dict, started: float,
               remaining: int, planned: bool = False) -> str:
         """One tool turn: maybe steered to the section's recommended tool, maybe answered from memory."""
         nudged_from = None
-        recommended = self._recommended_call(draft) if tool == "search_graph" and not planned else None
-        if recommended is not None and draft.tools_used.count("search_graph") >= PLAIN_SEARCHES_BEFORE_NUDGE:
-            nudged_from, (tool, arguments) = tool, recommended
+        recommended = self._recommended_call(draft) if tool is SEARCH_GRAPH and not planned else None
+        if recommended is not None and draft.tools_used.count(SEARCH_GRAPH.name) >= PLAIN_SEARCHES_BEFORE_NUDGE:
+            nudged_from, (tool, arguments) = tool.name, recommended
             draft.nudged = True
         arguments["max_chars"] = self.tool_text_chars
         if not planned:  # the judge's depth is the agent's to set, for the section's own question only
             arguments.pop("candidates", None)
-        if tool == "search_graph":  # a followed name's own facts reach the judge, not only its word matches
+        if tool is SEARCH_GRAPH:  # a followed name's own facts reach the judge, not only its word matches
             arguments["neighbourhood"] = NEIGHBOURHOOD_ENTITIES
         if "limit" in arguments:
             arguments["limit"] = min(arguments["limit"], self.max_search_limit)
-        earlier = self.memory.recall(tool, arguments)
+        earlier = self.memory.recall(tool.name, arguments)
         if earlier is not None:
-            return self._repeated(draft, tool, arguments, earlier, started, remaining)
+            return self._repeated(draft, tool.name, arguments, earlier, started, remaining)
         try:
             text, remembered = self._run_tool(graph_id, draft, tool, arguments, started, nudged_from, planned)
         except ToolFailed as failure:
-            return f"The tool {tool} failed: {failure}. {remaining} tool call(s) left."
-        self.memory.remember(tool, arguments, draft.index, draft.tool_calls, remembered)
+            return f"The tool {tool.name} failed: {failure}. {remaining} tool call(s) left."
+        self.memory.remember(tool.name, arguments, draft.index, draft.tool_calls, remembered)
         if nudged_from:
-            return prompts.nudged_feedback(tool, text, remaining)
-        feedback = prompts.tool_feedback(tool, text, remaining)
-        if (tool == "search_graph" and self._recommended_call(draft) is not None and remaining > 0
-                and draft.tools_used.count("search_graph") == PLAIN_SEARCHES_BEFORE_NUDGE):
+            return prompts.nudged_feedback(tool.name, text, remaining)
+        feedback = prompts.tool_feedback(tool.name, text, remaining)
+        if (tool is SEARCH_GRAPH and self._recommended_call(draft) is not None and remaining > 0
+                and draft.tools_used.count(SEARCH_GRAPH.name) == PLAIN_SEARCHES_BEFORE_NUDGE):
             feedback += "\n" + prompts.nudge_feedback(draft.tool_hint, draft.part, self._subject)
         elif remaining > 0 and self._last_names:
             feedback += prompts.unexplored_feedback(unexplored_names(self._last_names, self._asked(draft)))
@@ -298,16 +300,16 @@ class ReportAgent:
         section's part: a name they cover is not suggested (InsightForge may have searched it)."""
         return [asked.query for asked in self.memory.asked.values()] + self._searched + [draft.part]
 
-    def _recommended_call(self, draft: SectionDraft) -> tuple[str, dict] | None:
+    def _recommended_call(self, draft: SectionDraft) -> tuple[ReportTool, dict] | None:
         """The section's recommended tool with its question, while the section has not used it yet."""
-        tool = draft.tool_hint
-        if tool is None or tool in draft.tools_used or draft.nudged:
+        if draft.tool_hint is None or draft.tool_hint in draft.tools_used or draft.nudged:
             return None
-        part, subject = draft.part[:500], (self._subject or draft.part)[:500]
-        arguments = {"question": part} if tool == "insight_forge" else {
-            "topic": subject, "questions": [part], "max_entities": NUDGED_INTERVIEWS}
+        tool = TOOLS[draft.tool_hint]
+        arguments = tool.question_call(draft.part[:500], (self._subject or draft.part)[:500])
+        if tool.takes("max_entities"):
+            arguments["max_entities"] = NUDGED_INTERVIEWS
         try:
-            return tool, parse_tool_arguments(tool, arguments)
+            return tool, tool.check_arguments(arguments)
         except ToolArgumentError:
             return None
 
@@ -322,21 +324,21 @@ class ReportAgent:
                   identical=self.memory.repeats[-1]["identical"])
         return prompts.repeated_feedback(tool, earlier.query, earlier.section, same_section, earlier.text, remaining)
 
-    def _run_tool(self, graph_id: str, draft: SectionDraft, tool: str, arguments: dict, started: float,
+    def _run_tool(self, graph_id: str, draft: SectionDraft, tool: ReportTool, arguments: dict, started: float,
                   nudged_from: str | None = None, planned: bool = False) -> tuple[str, str]:
         """Run the tool; (the text the model is shown, the text remembered for a repeat of the query in
         another section: with the facts left out because this section had them). ToolFailed (logged)
         when the tool raised."""
         draft.tool_calls += 1
-        draft.tools_used.append(tool)
+        draft.tools_used.append(tool.name)
         self.progress["tool_calls"] += 1
         self.progress["tool_calls_in_section"] += 1
         # A search shows facts this section has not seen yet: the ones it has are in its conversation.
-        section_has = {"already_shown": frozenset(draft.shown)} if tool == "search_graph" else {}
+        section_has = {"already_shown": frozenset(draft.shown)} if tool is SEARCH_GRAPH else {}
         try:
-            result = getattr(self.tools, tool)(graph_id, **arguments, **section_has)
+            result = tool.run(self.tools, graph_id, {**arguments, **section_has})
         except Exception as error:  # a failing tool is news for the model, not the end of the run
-            self._log("tool_error", tool=tool, arguments=arguments, duration_ms=ms_since(started),
+            self._log("tool_error", tool=tool.name, arguments=arguments, duration_ms=ms_since(started),
                       error=f"{type(error).__name__}: {error}")
             raise ToolFailed(type(error).__name__) from None
         text = self._render_for_the_model(result)
@@ -348,11 +350,11 @@ class ReportAgent:
         self._last_names = [name for fact in shown_facts for name in (fact.source, fact.target) if name]
         if isinstance(result, InsightResult):
             self._searched += result.sub_queries
-        self._log("tool", tool=tool, arguments=arguments, duration_ms=ms_since(started),
+        self._log("tool", tool=tool.name, arguments=arguments, duration_ms=ms_since(started),
                   result_chars=len(shown), truncated=text.truncated, facts=len(result.fact_uuids()),
                   search=search_movement(result, shown, arguments.get("limit")), new_labels=new_labels,
                   shown=self.book.labels_of([fact.uuid for fact in shown_facts]),
-                  **_details(result), **({"nudged_from": nudged_from} if nudged_from else {}),
+                  **result.log_details(), **({"nudged_from": nudged_from} if nudged_from else {}),
                   **({"planned": True} if planned else {}))
         had = result.already_shown if isinstance(result, SearchResult) else []
         held_back = [self.book.known[uuid] for uuid in had if uuid in self.book.known]
@@ -443,18 +445,6 @@ class ReportAgent:
                                summary=summary)
         self.progress.update(phase=status)
         return summary
-
-
-def _details(result: ToolResult) -> dict[str, Any]:
-    """What a tool chose by itself, for the log: InsightForge's sub-queries, who was interviewed."""
-    if isinstance(result, InsightResult):
-        return {"sub_queries": result.sub_queries}
-    if isinstance(result, InterviewResult):
-        return {"interviewed": [interview.entity.name for interview in result.interviews],
-                "not_found": result.not_found}
-    if isinstance(result, SearchResult):
-        return {"already_shown": len(result.already_shown)}
-    return {}
 
 
 def start_report(config: Config, graph_id: str, requirement: str, max_sections: int = DEFAULT_MAX_SECTIONS,

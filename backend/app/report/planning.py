@@ -20,6 +20,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from app.report.tool_registry import INSIGHT_FORGE, INTERVIEW_ENTITIES
+
 STOPWORDS = frozenset("""
 a an the and or but nor of to in on at by for with from into onto over under about as than then that this these
 those it its it's they them their there here he she him her his hers we us our you your i me my mine be been being
@@ -185,9 +187,9 @@ def tool_hint(text: str) -> str | None:
     """insight_forge for why/cause or several-part questions, interview_entities for stances, else None."""
     words = tokens(text)
     if any(word in WHY_WORDS for word in words) or len(_several(text)) > 1:
-        return "insight_forge"
+        return INSIGHT_FORGE.name
     if any(word in STANCE_WORDS for word in words) or (words[:1] == ["who"] and "how" in words):
-        return "interview_entities"
+        return INTERVIEW_ENTITIES.name
     return None
 
 

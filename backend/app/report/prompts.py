@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from app.report.results import DONT_KNOW
-from app.report.tool_args import describe_tools
+from app.report.tool_registry import SEARCH_GRAPH, TOOLS, describe_tools
 from app.report.views import EntityView, FactView
 
 SUB_QUERY_PROMPT = (
@@ -70,7 +70,7 @@ AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max
 
 
 def section_system_prompt() -> str:
-    return SECTION_PROMPT_HEAD + describe_tools(exclude=AGENT_HIDDEN_ARGUMENTS) + SECTION_PROMPT_TAIL
+    return SECTION_PROMPT_HEAD + describe_tools(hidden=AGENT_HIDDEN_ARGUMENTS) + SECTION_PROMPT_TAIL
 
 
 def sub_query_messages(question: str, max_queries: int) -> list[dict[str, str]]:
@@ -96,21 +96,9 @@ def outline_messages(requirement: str, graph_summary: str, max_sections: int,
                                         f"The graph: {graph_summary}"}]
 
 
-TOOL_ADVICE = {
-    "insight_forge": "this part asks why or asks several things: start with insight_forge",
-    "interview_entities": "this part asks who did or said what: interview_entities gives their stance",
-}
-
-
 def first_call(tool: str, part: str, subject: str) -> str:
     """A ready-made first call for the section's recommended tool (JSON the model can copy)."""
-    if tool == "insight_forge":
-        arguments = {"question": part}
-    elif tool == "interview_entities":
-        arguments = {"topic": subject or part, "questions": [part]}
-    else:
-        arguments = {"query": part}
-    return json.dumps({"action": "tool", "tool": tool, "arguments": arguments})
+    return json.dumps({"action": "tool", "tool": tool, "arguments": TOOLS[tool].question_call(part, subject)})
 
 
 def section_opening(requirement: str, report_title: str, index: int, total: int, title: str, goal: str,
@@ -122,7 +110,7 @@ def section_opening(requirement: str, report_title: str, index: int, total: int,
     if part:
         lines.append(f"This section answers this part of the requirement: {part}")
     if tool_hint:
-        lines.append(f"Advice: {TOOL_ADVICE[tool_hint]}, for example {first_call(tool_hint, part, subject)}")
+        lines.append(f"Advice: {TOOLS[tool_hint].advice}, for example {first_call(tool_hint, part, subject)}")
     if asked:
         lines.append("Already asked in this report (do not ask again): " + " | ".join(asked[-12:]))
     lines.append(f"You may call tools up to {budget} times for this section.")
@@ -154,14 +142,14 @@ def repeated_feedback(tool: str, query: str, section: int, same_section: bool, t
 
 def nudge_feedback(tool: str, part: str, subject: str) -> str:
     """Said after two plain searches when the section's question calls for another tool."""
-    return (f"Note: you have only used search_graph in this section. {TOOL_ADVICE[tool].capitalize()}, "
+    return (f"Note: you have only used {SEARCH_GRAPH.name} in this section. {TOOLS[tool].advice.capitalize()}, "
             f"for example {first_call(tool, part, subject)}")
 
 
 def nudged_feedback(tool: str, text: str, remaining: int) -> str:
     """A third plain search was replaced by the recommended tool; the model is told why."""
-    return (f"Instead of a third search_graph, {tool} was run for this section's question, because "
-            f"{TOOL_ADVICE[tool]}.\n" + tool_feedback(tool, text, remaining))
+    return (f"Instead of a third {SEARCH_GRAPH.name}, {tool} was run for this section's question, because "
+            f"{TOOLS[tool].advice}.\n" + tool_feedback(tool, text, remaining))
 
 
 def invalid_call_feedback(problem: str, remaining: int) -> str:

@@ -12,17 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.report.planning import content_words, stem
-
-# The argument that holds each tool's question; interviews also ask their questions.
-QUERY_ARGUMENT = {"search_graph": "query", "insight_forge": "question", "panorama_search": "query",
-                  "interview_entities": "topic"}
-
+from app.report.tool_registry import TOOLS
 
 def query_text(tool: str, arguments: dict[str, Any]) -> str:
-    text = str(arguments.get(QUERY_ARGUMENT.get(tool, ""), ""))
-    if tool == "interview_entities":
-        text += " " + " ".join(arguments.get("questions") or []) + " " + " ".join(arguments.get("entities") or [])
-    return text.strip()
+    return TOOLS[tool].asked(arguments)
 
 
 def query_key(tool: str, arguments: dict[str, Any]) -> str:

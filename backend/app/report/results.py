@@ -1,4 +1,5 @@
-"""Typed results of the report tools: `to_dict()` for the API, `to_text()` for the agent's prompt."""
+"""Typed results of the report tools: `to_dict()` for the API, `to_text()` for the agent's prompt,
+`log_details()` for the agent's step log. Which tool gives which type: tool_registry.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from app.report.views import BudgetedText, EntityView, FactView
 class ToolResult:
     """Shared by the result types: `render()` builds the budgeted text once per call."""
 
-    tool = ""
     max_chars = 4000
 
     def render(self) -> BudgetedText:  # pragma: no cover - every subclass overrides it
@@ -26,6 +26,10 @@ class ToolResult:
 
     def fact_uuids(self) -> set[str]:
         return {fact.uuid for fact in self.all_facts()}
+
+    def log_details(self) -> dict[str, Any]:
+        """What the tool chose by itself, for the agent's step log."""
+        return {}
 
     def _text_info(self) -> dict[str, Any]:
         text = self.render()
@@ -47,10 +51,12 @@ class SearchResult(ToolResult):
     error: str | None = None
     max_chars: int = 4000
     already_shown: list[str] = field(default_factory=list)  # uuids the reader had, left out for others
-    tool = "search_graph"
 
     def all_facts(self) -> list[FactView]:
         return list(self.facts)
+
+    def log_details(self) -> dict[str, Any]:
+        return {"already_shown": len(self.already_shown)}
 
     def render(self) -> BudgetedText:
         text = BudgetedText(self.max_chars)
@@ -74,7 +80,7 @@ class SearchResult(ToolResult):
         return text
 
     def to_dict(self) -> dict:
-        return {"tool": self.tool, "graph_id": self.graph_id, "query": self.query, "scope": self.scope,
+        return {"graph_id": self.graph_id, "query": self.query, "scope": self.scope,
                 "reranked": self.reranked, "error": self.error, "already_shown": self.already_shown,
                 "facts": [fact.to_dict() for fact in self.facts],
                 "entities": [entity.to_dict() for entity in self.entities],
@@ -93,10 +99,12 @@ class InsightResult(ToolResult):
     errors: list[str] = field(default_factory=list)
     entities_left_out: int = 0
     max_chars: int = 6000
-    tool = "insight_forge"
 
     def all_facts(self) -> list[FactView]:
         return list(self.facts)
+
+    def log_details(self) -> dict[str, Any]:
+        return {"sub_queries": self.sub_queries}
 
     def render(self) -> BudgetedText:
         text = BudgetedText(self.max_chars)
@@ -119,7 +127,7 @@ class InsightResult(ToolResult):
         return text
 
     def to_dict(self) -> dict:
-        return {"tool": self.tool, "graph_id": self.graph_id, "question": self.question,
+        return {"graph_id": self.graph_id, "question": self.question,
                 "sub_queries": self.sub_queries, "reranked": self.reranked, "errors": self.errors,
                 "facts": [fact.to_dict() for fact in self.facts],
                 "entities": [entity.to_dict() for entity in self.entities],
@@ -139,7 +147,6 @@ class PanoramaResult(ToolResult):
     reranked: bool
     error: str | None = None
     max_chars: int = 8000
-    tool = "panorama_search"
 
     @property
     def not_read(self) -> dict[str, int]:
@@ -177,7 +184,7 @@ class PanoramaResult(ToolResult):
         return text
 
     def to_dict(self) -> dict:
-        return {"tool": self.tool, "graph_id": self.graph_id, "query": self.query, "reranked": self.reranked,
+        return {"graph_id": self.graph_id, "query": self.query, "reranked": self.reranked,
                 "error": self.error, "total_nodes": self.total_nodes, "total_edges": self.total_edges,
                 "not_read": self.not_read, "relevant_uuids": sorted(self.relevant_uuids),
                 "entities": [entity.to_dict() for entity in self.entities],
@@ -226,10 +233,13 @@ class InterviewResult(ToolResult):
     reranked: bool
     error: str | None = None
     max_chars: int = 6000
-    tool = "interview_entities"
 
     def all_facts(self) -> list[FactView]:
         return [fact for interview in self.interviews for fact in interview.facts]
+
+    def log_details(self) -> dict[str, Any]:
+        return {"interviewed": [interview.entity.name for interview in self.interviews],
+                "not_found": self.not_found}
 
     def render(self) -> BudgetedText:
         text = BudgetedText(self.max_chars)
@@ -247,7 +257,7 @@ class InterviewResult(ToolResult):
         return text
 
     def to_dict(self) -> dict:
-        return {"tool": self.tool, "graph_id": self.graph_id, "topic": self.topic, "questions": self.questions,
+        return {"graph_id": self.graph_id, "topic": self.topic, "questions": self.questions,
                 "summary": self.summary, "reranked": self.reranked, "error": self.error,
                 "not_found": self.not_found, "interviews": [i.to_dict() for i in self.interviews],
                 **self._text_info()}

@@ -1,4 +1,5 @@
-"""The report tools: SearchResult, InsightForge, Panorama and Interview over one graph.
+"""The report tools' work: SearchResult, InsightForge, Panorama and Interview over one graph (each
+tool's definition, its parameters and how it is called: tool_registry.py).
 
 They read the graph only through `GraphitiAdapter(config).graph` (search, paged node and edge
 reads, node reads). Whether the search is reranked is configuration (RERANKER_PROVIDER): the
@@ -24,7 +25,7 @@ from app.report.results import (
     DONT_KNOW, EntityInterview, InsightResult, InterviewAnswer, InterviewResult, PanoramaResult, SearchResult,
     ToolResult, relation_chains,
 )
-from app.report.tool_args import parse_tool_arguments
+from app.report.tool_registry import tool_named
 from app.report.views import EntityView, FactView
 
 logger = logging.getLogger(__name__)
@@ -106,8 +107,8 @@ class ReportTools:
 
     def run(self, graph_id: str, tool: str, arguments: Any) -> ToolResult:
         """Validate the arguments (UnknownToolError / ToolArgumentError) and run the tool."""
-        kwargs = parse_tool_arguments(tool, arguments)
-        return getattr(self, tool)(graph_id, **kwargs)
+        report_tool = tool_named(tool)
+        return report_tool.run(self, graph_id, report_tool.check_arguments(arguments))
 
     # -- SearchResult -------------------------------------------------------------------------
 
