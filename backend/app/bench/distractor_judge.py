@@ -33,7 +33,7 @@ from app.bench.report_sets import load_set, select
 from app.bench.rerankers import with_model_options
 from app.config import RERANKER_SCORE_MODES, Config
 from app.graph.search import judge_passages
-from app.rerank.factory import build_judge, build_reranker
+from app.rerank import build_judge, build_reranker
 from app.report.citation_floor import lower_of, without_names
 from app.report.tools import FactJudgement
 

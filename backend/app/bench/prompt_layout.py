@@ -21,7 +21,7 @@ import json
 import httpx
 
 from app.bench.datasets import load_dataset
-from app.rerank.judge_prompt import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
+from app.rerank import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
 
 
 def passage_first(query: str, passage: str) -> list[dict[str, str]]:

@@ -37,7 +37,7 @@ from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.report.agent import MAX_SEARCH_LIMIT, PLANNED_CALLS, TOOL_TEXT_CHARS, ReportAgent
 from app.report.prompts import OUTLINE_PROMPT, SECTION_PROMPT_TAIL
 from app.report.store import ReportStore, new_report_id, now_iso
-from app.rerank.server_connection import redact_url
+from app.rerank import redact_url
 
 logger = logging.getLogger(__name__)
 
