@@ -19,7 +19,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 GRAPH_BACKENDS = ("falkordb", "neo4j")
 LLM_PROVIDERS = ("openai", "openai_generic")
 EMBEDDING_PROVIDERS = ("openai", "local")
+# RERANKER_PROVIDER values; app/rerank/providers.py maps each to what it builds and can do.
 RERANKER_PROVIDERS = ("ollama", "rerank_api", "none")
+# Providers whose server is someone else's (TEI, Cohere, Jina behind POST /rerank): RERANKER_API_KEY
+# never defaults to the embedder's key for them. The others talk to the embedder's kind of server.
+RERANKER_PROVIDERS_WITH_OWN_KEY = ("rerank_api",)
 # rerank_api: `auto` tries the common {model, query, documents, top_n} body and switches to TEI's
 # {query, texts} when the server says so.
 RERANKER_API_STYLES = ("auto", "cohere", "tei")
@@ -56,7 +60,8 @@ def _env(name: str, default: str | None = None) -> str | None:
 def _reranker_api_key(provider: str, embedding_api_key: str) -> str:
     """RERANKER_API_KEY; unset, the judge shares the embedder's server and key. A rerank_api server
     is someone else's (TEI, Cohere, Jina): it never gets the embedder's key, only its own or none."""
-    return _env("RERANKER_API_KEY", "" if provider == "rerank_api" else embedding_api_key) or ""
+    shared = "" if provider in RERANKER_PROVIDERS_WITH_OWN_KEY else embedding_api_key
+    return _env("RERANKER_API_KEY", shared) or ""
 
 
 def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:

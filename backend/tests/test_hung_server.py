@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from app.rerank.guarded import RANK_FELL_BACK
+from app.rerank.fusion import judged_order
 from app.rerank.judge import LLMJudge
 from app.rerank.ollama_reranker import OllamaReranker
 from app.rerank.rerank_api import RerankApiReranker
@@ -40,19 +40,19 @@ def ollama_reranker(base_url: str) -> OllamaReranker:
 
 
 def timed_rank(reranker, passages=PASSAGES):
-    """(ranked passages, whether the call fell back, seconds), in a fresh event loop like a request's."""
+    """(ranked passages, whether the call fell back, seconds), in a fresh event loop like a request's;
+    the order is the one Graphiti's `rank` answers, from the same judgement."""
 
     async def go():
-        RANK_FELL_BACK.set(False)
         try:
-            ranked = await reranker.rank(QUERY, passages)
-            return ranked, RANK_FELL_BACK.get()
+            return await reranker.judge_positions(QUERY, passages)
         finally:
             await reranker.aclose()
 
     started = time.monotonic()
-    ranked, fell_back = asyncio.run(go())
-    return [passage for passage, _ in ranked], fell_back, time.monotonic() - started
+    judgement = asyncio.run(go())
+    order = [passages[hit.position] for hit in judged_order(judgement)]
+    return order, judgement.fell_back, time.monotonic() - started
 
 
 def warnings_in(caplog) -> list[str]:

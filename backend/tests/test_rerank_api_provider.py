@@ -3,7 +3,7 @@ scripted server speaking each dialect (the common {model, query, documents, top_
 {query, texts}), and end to end through graph search on the real embedded FalkorDB and /api/rerank.
 
 Every rank call answers with every passage exactly once, byte for byte, best first, scores > 0;
-a failed call answers in the incoming order with one WARNING and RANK_FELL_BACK set."""
+a failed call answers in the incoming order with one WARNING, its judgement saying it fell back."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from app.config import Config
 from app.graph.runtime import GraphitiAdapter, _build_reranker
 from app.rerank.factory import shared_rerank_api
-from app.rerank.guarded import RANK_FELL_BACK
+from app.rerank.fusion import judged_order
 from app.rerank.rerank_api import EMPTY_TEXT, NOT_IN_ANSWER, REQUEST_FAILED, RerankApiReranker
 from app.rerank.rerank_api_client import RerankApiClient
 from tests.conftest import unique_graph_id
@@ -53,14 +53,10 @@ def make_reranker(url: str, **options) -> RerankApiReranker:
 
 
 def rank(reranker: RerankApiReranker, passages: list[str], query: str = QUERY) -> tuple[list[tuple[str, float]], bool]:
-    """(ranked passages, whether the call fell back), in a fresh event loop like a request's."""
-
-    async def run():
-        RANK_FELL_BACK.set(False)
-        ranked = await reranker.rank(query, passages)
-        return ranked, RANK_FELL_BACK.get()
-
-    return asyncio.run(run())
+    """(ranked passages, whether the call fell back), in a fresh event loop like a request's; the
+    ranked passages are what Graphiti's `rank` answers, made from the same judgement."""
+    judgement = asyncio.run(reranker.judge_positions(query, passages))
+    return [(passages[hit.position], hit.score) for hit in judged_order(judgement)], judgement.fell_back
 
 
 def assert_complete(ranked: list[tuple[str, float]], passages: list[str]) -> None:

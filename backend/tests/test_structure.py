@@ -1,5 +1,5 @@
 """The package layout keeps its promises: layers import only downward (relative imports resolved like
-absolute ones), a layered module imports at its top, never inside a function (where an import loop
+absolute ones), a package with a front door is entered only through it, a layered module imports at its top, never inside a function (where an import loop
 hides), no module takes another's private (`_name`) names, and every module of `app` imports on its
 own, first, in a fresh interpreter (an import loop hidden by import order fails here)."""
 
@@ -142,6 +142,46 @@ def function_local_app_imports(module: str, source: str | None = None, is_packag
     return [f"{module}:{line} -> {target}" for line, target in sorted(found)]
 
 
+# Packages entered only through their __init__: a module outside one imports the package itself,
+# never one of its modules. app.rerank's front door (app/rerank/__init__.py) is what graph/, api/,
+# bench/, cli/, demo/ and report/ use; what lies behind it can move without touching them.
+FRONT_DOORS = ("app.rerank",)
+
+
+def past_front_doors(imports: dict[str, set[str]]) -> list[str]:
+    """'importer -> module' for each module behind a front door imported from outside its package."""
+    found = []
+    for module, imported_modules in imports.items():
+        for imported in sorted(imported_modules):
+            for door in FRONT_DOORS:
+                if in_package(imported, door) and imported != door and not in_package(module, door):
+                    found.append(f"{module} -> {imported}")
+    return sorted(found)
+
+
+def test_outside_app_rerank_only_its_front_door_is_imported():
+    assert past_front_doors({module: app_imports(module) for module in module_names()}) == []
+
+
+def test_the_front_door_check_can_fail():
+    assert past_front_doors({
+        "app.graph.search": {"app.rerank", "app.rerank.fusion"},
+        "app.bench.runner": {"app.rerank.strategies.registry"},
+        "app.rerank.guarded": {"app.rerank.fusion"},  # inside the package: its own business
+        "app.api.health": {"app.rerank"},
+    }) == ["app.bench.runner -> app.rerank.strategies.registry", "app.graph.search -> app.rerank.fusion"]
+    # `from ..rerank import fusion` (a submodule taken from the package) goes past the door too.
+    relative = app_imports("app.graph.search", "from ..rerank import fusion, fuse\n")
+    assert past_front_doors({"app.graph.search": relative}) == ["app.graph.search -> app.rerank.fusion"]
+
+
+def test_the_front_door_exports_what_it_names():
+    import app.rerank
+
+    assert sorted(set(app.rerank.__all__)) == sorted(app.rerank.__all__)
+    assert [name for name in app.rerank.__all__ if not hasattr(app.rerank, name)] == []
+
+
 def test_layered_modules_import_only_at_their_top():
     """An import inside a function is how an import loop hides; only entry points may import lazily."""
     layered = [module for module in module_names() if layer_of(module) is not None]
@@ -214,7 +254,7 @@ def test_the_layer_check_catches_upward_and_hidden_imports():
     assert upward_imports({"app.cli.demo": {"app.api.graph"}}) == []  # entry points sit above the layers
     assert upward_imports({"app.graph.store": {"app"}}) == ["app.graph.store -> app"]  # app/__init__ is an entry
     hidden = app_imports("app.api.rerank")
-    assert {"app.graph.runtime", "app.rerank.factory"} <= hidden
+    assert {"app.graph.runtime", "app.rerank"} <= hidden
 
 
 def test_the_layer_check_resolves_relative_imports():

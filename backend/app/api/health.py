@@ -16,6 +16,7 @@ from app.api.errors import graph_unavailable
 from app.api.validation import adapter, app_config
 from app.graph.runtime import check_database, current_runtime, last_start_error
 from app.graph.unavailable import GraphUnavailableError
+from app.rerank import provider_for
 
 bp = Blueprint("health", __name__)
 
@@ -23,6 +24,7 @@ bp = Blueprint("health", __name__)
 @bp.get("/health")
 def health():
     config = app_config()
+    provider = provider_for(config)
     body = {
         "status": "ok",
         "graph_backend": config.graph_backend,
@@ -30,9 +32,9 @@ def health():
         "embedder": config.embedding_provider,
         "reranker": {
             "provider": config.reranker_provider,
-            "model": config.reranker_model if config.reranker_provider != "none" else None,
+            "model": config.reranker_model if provider.judges else None,
             # RERANKER_STRATEGY steers the LLM judge only; a rerank_api model scores each passage itself.
-            "strategy": config.reranker_strategy if config.reranker_provider == "ollama" else None,
+            "strategy": config.reranker_strategy if provider.runs_strategy else None,
         },
         "graph_runtime": "not started",
     }

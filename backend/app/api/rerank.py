@@ -44,14 +44,11 @@ from app.api.validation import (
 from app.config import RERANKER_STRATEGIES, Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import shared_embedder
-from app.rerank.circuit_breaker import CircuitBreaker
-from app.rerank.factory import shared_breaker, shared_judge, shared_rerank_api
-from app.rerank.strategies.registry import strategy_from_config
-from app.rerank.strategy_run import RerankOutcome, rerank
-from app.rerank.types import (
-    Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError,
-    RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError, documents_from_jsonl,
-    refuse_longer_than,
+from app.rerank import (
+    CircuitBreaker, Document, DocumentTooLongError, InvalidRerankInputError, RerankOutcome, RerankParseError,
+    RerankProviderError, RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
+    documents_from_jsonl, provider_for, refuse_longer_than, rerank, shared_breaker, shared_judge, shared_rerank_api,
+    strategy_from_config,
 )
 
 bp = Blueprint("rerank", __name__, url_prefix="/api")
@@ -68,13 +65,14 @@ T = TypeVar("T")
 @bp.post("/rerank")
 def rerank_documents():
     config = app_config()
-    if config.reranker_provider == "none":
-        raise ApiError(503, "reranker_disabled", "reranking is switched off (RERANKER_PROVIDER=none)")
+    provider = provider_for(config)
+    if not provider.judges:
+        raise ApiError(503, "reranker_disabled", f"reranking is switched off (RERANKER_PROVIDER={provider.name})")
     body = json_object()
     query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
     documents = _documents(body.get("documents"))
     top_k = _top_k(body, len(documents))
-    uses_api = config.reranker_provider == "rerank_api"
+    uses_api = not provider.runs_strategy  # a dedicated reranker model: it scores each document itself
     default_strategy = API_STRATEGY if uses_api else config.reranker_strategy
     strategy = choice_field(body, "strategy", default=default_strategy, allowed=RERANKER_STRATEGIES)
     return_documents = _flag(body, "return_documents", False)

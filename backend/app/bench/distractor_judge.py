@@ -29,7 +29,7 @@ from typing import Any
 from app.bench.report_metrics import BenchRequirement
 from app.config import Config
 from app.graph.search import judge_passages
-from app.rerank.factory import build_judge, build_reranker
+from app.rerank import build_judge, build_reranker
 from app.report.citation_floor import lower_of, without_names
 from app.report.tools import FactJudgement
 

@@ -24,9 +24,7 @@ from typing import Any
 
 import openai
 
-from app.rerank.judge import LLMJudge
-from app.rerank.judge_prompt import build_judge_messages, escape_field
-from app.rerank.score_parsing import yes_no_from_text, yes_probability
+from app.rerank import LLMJudge, build_judge_messages, escape_field, yes_no_from_text, yes_probability
 
 LAYOUTS = ("naive", "delimited", "defended")
 TOP_K = 3

@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from app.rerank.judge_prompt import parse_judge_prompt
+from app.rerank import parse_judge_prompt
 
 
 def keyword_overlap(query: str, passage: str) -> float:

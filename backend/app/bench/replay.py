@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.rerank.fusion import check_fusion, fuse
+from app.rerank import check_fusion, fuse
 
 TRACE_VERSION = 1
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from app.config import RERANKER_SCORE_MODES, RERANKER_STRATEGIES, Config
 from app.graph.runtime import shared_embedder
-from app.graph.search import rerank_positions
-from app.rerank.factory import build_judge, build_reranker
+from app.rerank import build_judge, build_reranker, rerank_positions
 
 ORIGINAL = "original"
 STRATEGY_NAMES = (ORIGINAL, *RERANKER_STRATEGIES)

@@ -25,10 +25,7 @@ from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
-from app.rerank.server_connection import redact_url
-from app.rerank.judge_prompt import PROMPT_VERSION
-from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
-from app.rerank.strategies.registry import strategy_settings
+from app.rerank import PROMPT_VERSION, STRATEGY_PROMPT_VERSION, redact_url, strategy_settings
 
 logger = logging.getLogger(__name__)
 

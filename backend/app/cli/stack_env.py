@@ -89,10 +89,11 @@ def _local_server_running(config: Config) -> bool:
 
 
 def _describe_reranker(config: Config, local_server_running: bool) -> str:
-    if config.reranker_provider == "none":
-        return "Reranker: off (RERANKER_PROVIDER=none)"
+    from app.rerank import provider_for, redact_url
+
+    if not provider_for(config).judges:
+        return f"Reranker: off (RERANKER_PROVIDER={config.reranker_provider})"
     note = "" if local_server_running else " (the local model server is not running; `make local-llm` starts it)"
-    from app.rerank.server_connection import redact_url
 
     return f"Reranker: {config.reranker_model} at {redact_url(config.reranker_base_url)}{note}"
 

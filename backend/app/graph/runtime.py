@@ -2,9 +2,10 @@
 `_build_reranker(provider)` picks as its cross encoder, and `GraphitiAdapter`, the app's way in.
 
 The rerank path, top to bottom:
-    app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  app/rerank/factory.py
-    ->  app/rerank/ollama_reranker.py (or rerank_api.py, passthrough.py)  ->  _get_graphiti() (Graphiti's cross_encoder)
-    ->  app/graph/search.py  ->  GraphitiAdapter().graph.search()  ->  app/report/tools.py, app/api/graph.py.
+    app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  app.rerank (its front door; the provider
+    registry, app/rerank/providers.py, builds the reranker)  ->  _get_graphiti() (Graphiti's cross_encoder)
+    ->  app/graph/search.py (app.rerank.judge_positions, then fusion)  ->  GraphitiAdapter().graph.search()
+    ->  app/report/tools.py, app/api/graph.py.
 
 Every coroutine runs on the one graph loop (app/graph/loop.py); the synchronous operations callers
 use are app/graph/operations.py.
@@ -35,9 +36,7 @@ from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
-from app.rerank.factory import build_reranker, check_provider
-from app.rerank.judge import LLMJudge
-from app.rerank.warmup import start_warmup
+from app.rerank import provider_for
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
     from app.graph.embedded_falkordb import EmbeddedFalkorDB
@@ -93,7 +92,7 @@ class GraphitiRuntime:
 
     @property
     def reranking_enabled(self) -> bool:
-        return self.config.reranker_provider != "none"
+        return provider_for(self.config).judges
 
     def driver_for(self, graph_id: str) -> GraphDriver:
         """FalkorDB keeps each group_id in its own graph; Neo4j filters one database by group_id.
@@ -241,10 +240,8 @@ def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncode
     the first search waits for it to load instead of timing out into the first-stage order."""
     provider = provider.lower()
     logger.info("Initializing Graphiti reranker (provider=%s)", provider)
-    reranker = build_reranker(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
-    judge = getattr(reranker, "judge", None)
-    if isinstance(judge, LLMJudge):  # load the judge's model now, not in the first search's time
-        start_warmup(judge, config.reranker_warmup_timeout_s)
+    reranker = provider_for(provider).build(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
+    reranker.start_warmup(config.reranker_warmup_timeout_s)  # load the model now, not in the first search's time
     return reranker
 
 
@@ -298,7 +295,7 @@ async def _build_runtime(config: Config) -> GraphitiRuntime:
         config.llm_model_name,
         config.embedding_provider,
         config.reranker_provider,
-        config.reranker_model if config.reranker_provider != "none" else "-",
+        config.reranker_model if provider_for(config).judges else "-",
     )
     return GraphitiRuntime(graphiti=graphiti, config=config, reranker=reranker, embedded_db=embedded)
 
@@ -310,7 +307,7 @@ def _get_graphiti(config: Config | None = None) -> GraphitiRuntime:
         with _graphiti_lock:
             if _graphiti is None:
                 config = config or Config.from_env()
-                check_provider(config.reranker_provider)  # before anything is started
+                provider_for(config)  # an unknown RERANKER_PROVIDER fails before anything is started
                 _graphiti = _start_runtime(config)
     return _graphiti
 

@@ -19,10 +19,9 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.edges import EntityEdge
 from graphiti_core.nodes import EntityNode
 from graphiti_core.search.search import search as graphiti_search
@@ -34,10 +33,7 @@ from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
-from app.rerank.fusion import Fused, fuse, judge_ranks
-from app.rerank.guarded import RANK_FELL_BACK
-from app.rerank.judgement import Judgement, fallback_judgement, ranked_positions
-from app.rerank.similarity import cosines
+from app.rerank import Fused, Judgement, cosines, fallback_judgement, fuse_judgement, judge_order, judge_positions
 
 SCOPES = ("edges", "nodes", "both")
 
@@ -129,33 +125,6 @@ def node_passage(node: EntityNode) -> str:
     return f"{node.name}: {node.summary}" if node.summary else node.name
 
 
-async def rerank_positions(
-    reranker: CrossEncoderClient, query: str, passages: list[str]
-) -> list[tuple[int, float]]:
-    """Rerank passages; return (candidate position, score), best first, each position once
-    (texts map back to positions in first-stage order, so duplicate texts keep both candidates)."""
-    if not passages:
-        return []
-    return ranked_positions(passages, await reranker.rank(query, passages))
-
-
-async def judge_candidates(reranker: CrossEncoderClient, query: str, passages: list[str]) -> Judgement:
-    """The reranker's judgement of the candidates. Ours (GuardedReranker) say what they judged and
-    how; any other cross encoder's order is taken as a judgement of every candidate, by rank."""
-    judge_positions = getattr(reranker, "judge_positions", None)
-    if callable(judge_positions):
-        return await judge_positions(query, passages)
-    fell_back = RANK_FELL_BACK.set(False)
-    try:
-        ranked = await reranker.rank(query, passages)
-        if RANK_FELL_BACK.get():
-            return fallback_judgement(len(passages))
-    finally:
-        RANK_FELL_BACK.reset(fell_back)
-    evidence = dict(ranked_positions(passages, ranked))
-    return Judgement(len(passages), evidence, dict.fromkeys(evidence, 0.0), by_score=False)
-
-
 @dataclass(frozen=True)
 class JudgedPassages:
     """The configured reranker's verdict on passages a caller gathered itself."""
@@ -172,15 +141,13 @@ async def judge_passages(runtime, query: str, passages: list[str]) -> JudgedPass
     if not runtime.reranking_enabled or not passages:
         return None
     try:
-        judgement = await judge_candidates(runtime.reranker, query, passages)
+        judgement = await judge_positions(runtime.reranker, query, passages)
     except Exception as error:  # the reranker should never raise; the caller's order still stands
         logger.warning("Reranker raised %s; keeping the caller's order", type(error).__name__)
         return None
     if not judgement.reranked:
         return None
-    ranks = judge_ranks(judgement.evidence)  # fusion's own rule: best evidence first, ties by position
-    judged = sorted(ranks, key=ranks.__getitem__)
-    order = judged + [position for position in range(len(passages)) if position not in judgement.evidence]
+    order = judge_order(judgement)  # fusion's own rule: best evidence first, ties by position
     # Only what the model (or its cache) answered: a passage whose own request failed has a place, no score.
     scores = {position: judgement.evidence[position] for position in judgement.judged_at_s if judgement.by_score}
     return JudgedPassages(order, scores)
@@ -284,16 +251,12 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
     judgement = Judgement(len(passages))
     if enabled and passages:
         try:
-            judgement = await judge_candidates(reranker, query, passages)
+            judgement = await judge_positions(reranker, query, passages)
         except Exception as error:  # the reranker should never raise; a search must still answer
             logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
             judgement = fallback_judgement(len(passages))
-    # A call that judged nothing (it failed, and said why) answers exactly as with the reranker off.
-    evidence = judgement.evidence if judgement.reranked else {}
-    fused = fuse(first_scores, evidence, method=config.reranker_fusion, weight=config.reranker_fusion_weight,
-                 by_score=judgement.by_score)
-    # rerank_score is the judge's own: a passage whose request failed is placed last but was not judged.
-    fused = [hit if hit.position in judgement.judged_at_s else replace(hit, judge_score=None) for hit in fused]
+    fused = fuse_judgement(first_scores, judgement, method=config.reranker_fusion,
+                           weight=config.reranker_fusion_weight)
     return fused, RerankTrace(passages, first_scores, metadata, judgement)
 
 

@@ -1,16 +1,65 @@
-"""LLM reranking; the strategy runner `strategy_run.rerank`, exported here:
+"""LLM reranking: the one way in for the rest of the app (`graph/`, `api/`, `bench/`, `cli/`,
+`demo/`, `report/` import from `app.rerank` only; tests/test_structure.py keeps it so).
 
-    from app.rerank import rerank
-    outcome = await rerank(query, ["Paris ...", "Berlin ..."], provider=judge, strategy="listwise", top_k=5)
-    outcome.results  # RerankResult(document, rank, original_index, score), best first
+    reranker = build_reranker(config)                         # RERANKER_PROVIDER's cross encoder, no I/O
+    judgement = await judge_positions(reranker, query, passages)
+    judgement.evidence, judgement.judged, judgement.fell_back, judgement.fallback_reason
+    order = fuse_judgement(first_stage_scores, judgement, method=config.reranker_fusion)
 
-The path from settings to Graphiti: `factory.build_reranker(config)` -> `OllamaReranker` (a Graphiti
-`CrossEncoderClient` running a strategy on the shared `judge.LLMJudge`, inside `guarded.GuardedReranker`),
-`rerank_api.RerankApiReranker` for RERANKER_PROVIDER=rerank_api (a dedicated reranker behind POST /rerank,
-in the same wrapper), or `PassthroughReranker` for RERANKER_PROVIDER=none.
+The path beneath: `providers.py` maps each RERANKER_PROVIDER to what it builds (`ollama`:
+`OllamaReranker`, the LLM judge running RERANKER_STRATEGY on the shared `judge.LLMJudge`;
+`rerank_api`: `RerankApiReranker`, a dedicated reranker behind POST /rerank; `none`:
+`PassthroughReranker`) from the process-wide pieces in `factory.py`. Every model-backed reranker
+runs inside `guarded.py` (budget, deadline, breaker, fallback) and answers by position with a
+`Judgement` (`judgement.py`); Graphiti's `CrossEncoderClient.rank` is a thin adapter on top
+(`cross_encoder.py`). Every order made from a judgement is made in `fusion.py`.
+
+/api/rerank runs the strategies on documents with ids: `rerank(query, documents, provider=judge,
+strategy=...)` answers a `RerankOutcome` of `RerankResult`s (`strategy_run.py`).
 """
 
+from app.rerank.circuit_breaker import CircuitBreaker
+from app.rerank.cross_encoder import judge_positions, rerank_positions
+from app.rerank.factory import build_judge, shared_judge, shared_rerank_api
+from app.rerank.fusion import Fused, check_fusion, fuse, fuse_judgement, judge_order
+from app.rerank.judge import TOP_LOGPROBS, LLMJudge
+from app.rerank.judge_prompt import (
+    PASSAGE_CLOSE, PASSAGE_OPEN, PROMPT_VERSION, QUERY_CLOSE, QUERY_OPEN, build_judge_messages, escape_field,
+    parse_judge_prompt,
+)
+from app.rerank.judgement import Judgement, fallback_judgement
+from app.rerank.ollama_reranker import OllamaReranker
+from app.rerank.passthrough import PassthroughReranker
+from app.rerank.providers import Provider, build_reranker, provider_for, shared_breaker
+from app.rerank.rerank_api import RerankApiReranker
+from app.rerank.score_parsing import strip_reasoning, yes_no_from_text, yes_probability
+from app.rerank.server_connection import redact_url
+from app.rerank.similarity import cosines, query_cosines
+from app.rerank.strategies.registry import strategy_from_config, strategy_settings
+from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.strategy_run import RerankOutcome, rerank
-from app.rerank.types import Document, RerankResult
+from app.rerank.types import (
+    Document, DocumentTooLongError, InvalidRerankInputError, RerankError, RerankParseError, RerankProviderError,
+    RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError, documents_from_jsonl,
+    refuse_longer_than,
+)
 
-__all__ = ["Document", "RerankOutcome", "RerankResult", "rerank"]
+__all__ = [
+    # Building a reranker from the settings, and the process-wide pieces it shares with /api/rerank.
+    "CircuitBreaker", "LLMJudge", "OllamaReranker", "PassthroughReranker", "Provider",
+    "RerankApiReranker", "build_judge", "build_reranker", "provider_for", "shared_breaker", "shared_judge",
+    "shared_rerank_api", "strategy_from_config", "strategy_settings",
+    # Judging passages by position, and the orders made from a judgement.
+    "Fused", "Judgement", "check_fusion", "fallback_judgement", "fuse", "fuse_judgement", "judge_order",
+    "judge_positions", "rerank_positions",
+    # The strategy runner on documents with ids (/api/rerank), its types and errors.
+    "Document", "DocumentTooLongError", "InvalidRerankInputError", "RerankError", "RerankOutcome",
+    "RerankParseError", "RerankProviderError", "RerankResult", "RerankStrategyError", "TooManyDocumentsError",
+    "TournamentPlanError", "documents_from_jsonl", "refuse_longer_than", "rerank",
+    # Shared helpers: embedder cosines, a URL safe to log, a model answer without its reasoning.
+    "cosines", "query_cosines", "redact_url", "strip_reasoning",
+    # The judge's prompt and its versions, for the benchmarks that measure them.
+    "PASSAGE_CLOSE", "PASSAGE_OPEN", "PROMPT_VERSION", "QUERY_CLOSE", "QUERY_OPEN", "STRATEGY_PROMPT_VERSION",
+    "TOP_LOGPROBS", "build_judge_messages", "escape_field", "parse_judge_prompt",
+    "yes_no_from_text", "yes_probability",
+]

@@ -1,7 +1,9 @@
-"""The one place that turns `Config` into a judge and a cross-encoder client.
+"""The process-wide pieces a reranker is built from: the judge, the rerank_api client, the breaker.
 
-The app (`_build_reranker` inside `_get_graphiti()`), /api/rerank, the benchmark, the demo and the
-load command all build through here, so a RERANKER_* setting means the same thing everywhere.
+Which of them a RERANKER_PROVIDER uses is app/rerank/providers.py, the one place that turns `Config`
+into a cross encoder; the app (`_build_reranker` inside `_get_graphiti()`), /api/rerank, the
+benchmark, the demo and the load command all build through it, so a RERANKER_* setting means the same
+thing everywhere.
 
 The judge owns the bound on concurrent model requests, the score cache and the counters; two
 judges on the same model server would each allow RERANKER_MAX_PARALLEL requests. So the graph
@@ -14,9 +16,9 @@ RERANKER_PROVIDER=rerank_api (a dedicated reranker behind POST {base}/rerank) is
 one process-wide `RerankApiReranker` per settings (`shared_rerank_api`), which graph search and
 /api/rerank share, so its request bound, cache, counters and breaker cover both.
 
-The circuit breaker belongs to the model, not to one caller: `shared_breaker(config)` is the one
-graph search's reranker uses (the shared judge's, or the shared rerank_api client's), and /api/rerank
-consults and feeds the same one, so a model that keeps failing is skipped by both.
+The circuit breaker belongs to the model, not to one caller: the one graph search's reranker uses
+(`judge_breaker`, or the shared rerank_api client's) is the one /api/rerank consults and feeds
+(`providers.shared_breaker`), so a model that keeps failing is skipped by both.
 """
 
 from __future__ import annotations
@@ -24,16 +26,11 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from graphiti_core.cross_encoder.client import CrossEncoderClient
-
-from app.config import RERANKER_PROVIDERS, Config
+from app.config import Config
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.judge import LLMJudge
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.passthrough import PassthroughReranker
 from app.rerank.rerank_api import RerankApiReranker
 from app.rerank.rerank_api_client import RerankApiClient
-from app.rerank.strategies.registry import strategy_from_config
 
 _lock = threading.Lock()
 # The settings of the deadline / breaker / fallback wrapper (app/rerank/guarded.py) every reranker takes.
@@ -72,10 +69,13 @@ def shared_judge(config: Config) -> LLMJudge:
     return _shared_for("judge", tuple(_judge_settings(config).values()), lambda: build_judge(config))
 
 
-def shared_breaker(config: Config) -> CircuitBreaker:
-    """The process-wide circuit breaker of the configured reranking model (see the module docstring)."""
-    if config.reranker_provider == "rerank_api":
-        return shared_rerank_api(config).breaker
+def guard_settings(config: Config) -> dict[str, Any]:
+    """The deadline / budget / breaker settings every reranker's wrapper (app/rerank/guarded.py) takes."""
+    return _settings(config, *_GUARD_SETTINGS)
+
+
+def judge_breaker(config: Config) -> CircuitBreaker:
+    """The process-wide circuit breaker of the judge's model (see the module docstring)."""
     threshold, cooldown_s = config.reranker_breaker_threshold, config.reranker_breaker_cooldown_s
     return _shared_for("breaker", (*_judge_settings(config).values(), threshold, cooldown_s),
                        lambda: CircuitBreaker(threshold, cooldown_s))
@@ -98,25 +98,3 @@ def shared_rerank_api(config: Config) -> RerankApiReranker:
     """The process-wide rerank_api cross encoder for these settings."""
     client, reranker = _rerank_api_settings(config)
     return _shared_for("rerank_api", (*client.values(), *reranker.values()), lambda: build_rerank_api(config))
-
-
-def check_provider(provider: str) -> str:
-    """`provider` if it is a RERANKER_PROVIDER we can build, else ValueError naming the allowed ones."""
-    if provider not in RERANKER_PROVIDERS:
-        raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: {RERANKER_PROVIDERS}")
-    return provider
-
-
-def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
-    """The cross encoder for RERANKER_PROVIDER: the passthrough, the shared rerank_api client, or the
-    LLM judge running RERANKER_STRATEGY with its settings (mmr needs the embedder). No network I/O."""
-    provider = check_provider(config.reranker_provider)
-    if provider == "none":
-        return PassthroughReranker()
-    if provider == "rerank_api":
-        return shared_rerank_api(config)
-    reranker = OllamaReranker(judge or shared_judge(config), strategy=strategy_from_config(config, embedder=embedder),
-                              **_settings(config, "context_tokens", *_GUARD_SETTINGS))
-    if judge is None:  # on the shared judge, the model's breaker is shared too (/api/rerank reads it)
-        reranker.breaker = shared_breaker(config)
-    return reranker

@@ -19,14 +19,19 @@ above it (the best fused score at the top), so scores never rise down the list.
 
 Everything here is pure arithmetic on plain lists, so a benchmark can replay a fusion offline from
 stored scores and get what graph search would have answered.
+
+Every order made from a judgement is made here, once per answer: graph search's (`fuse_judgement`,
+RERANKER_FUSION), Graphiti's `rank` (`judged_order`: the judge's order alone, app/rerank/cross_encoder.py)
+and the judge's own verdict on passages a caller gathered (`judge_order`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.config import RERANKER_FUSIONS
+from app.rerank.judgement import Judgement
 
 RRF_K = 60
 
@@ -116,3 +121,33 @@ def fuse(
             result.append(Fused(position, values[position], float(evidence[position])))
         above = result[-1].score
     return result
+
+
+def fuse_judgement(first_scores: Sequence[float], judgement: Judgement, *, method: str,
+                   weight: float = 0.5) -> list[Fused]:
+    """Graph search's order: the first stage fused with what the judge judged (RERANKER_FUSION).
+
+    A call that judged nothing (it failed, and said why) orders exactly as with the reranker off;
+    `judge_score` is the judge's own: a passage whose request failed is placed, not judged (None)."""
+    evidence = judgement.evidence if judgement.reranked else {}
+    fused = fuse(first_scores, evidence, method=method, weight=weight, by_score=judgement.by_score)
+    return [hit if hit.position in judgement.judged_at_s else replace(hit, judge_score=None) for hit in fused]
+
+
+def incoming_scores(count: int) -> list[float]:
+    """Scores for the incoming order: 1.0 descending, always > 0."""
+    return [1.0 - index / (count + 1) for index in range(count)]
+
+
+def judged_order(judgement: Judgement) -> list[Fused]:
+    """The judge's order alone, over the incoming one (what Graphiti's `rank` answers): the placed
+    candidates reordered among the places they hold, the rest (and a fallen-back call's all) in
+    incoming order, scored 1.0 descending; every score > 0."""
+    return fuse(incoming_scores(judgement.candidates), judgement.evidence, method="none")
+
+
+def judge_order(judgement: Judgement) -> list[int]:
+    """Positions by the judge's evidence, best first (ties by position), then those it did not place."""
+    ranks = judge_ranks(judgement.evidence)
+    placed = sorted(ranks, key=ranks.__getitem__)
+    return placed + [position for position in range(judgement.candidates) if position not in judgement.evidence]

@@ -1,13 +1,15 @@
 """The one wrapper every cross-encoder client of ours runs in: budget, deadline, circuit breaker, fallback.
 
-A subclass says how to rank (`_rank`) and, optionally, when no model is needed (`_needs_model`)
-and whether its scores are relevance (`scores_are_relevance`) or only encode an order. Graph search
-calls `judge_positions`, which answers with a `Judgement` (app/rerank/judgement.py: what was judged,
-by score or by rank) for fusion with the first stage; `rank` is the same call as Graphiti's
-cross-encoder interface wants it. The wrapper guarantees what graph search relies on:
+A subclass says how to rank (`_rank`: positions, best first) and, optionally, when no model is
+needed (`_needs_model`) and whether its scores are relevance (`scores_are_relevance`) or only encode
+an order. Graph search calls `judge_positions`, which answers with a `Judgement`
+(app/rerank/judgement.py: what was judged, by score or by rank, and whether and why it fell back)
+for fusion with the first stage; Graphiti's `rank` is made from the same Judgement at the edge
+(app/rerank/cross_encoder.py). The wrapper guarantees what graph search relies on:
 
-- `rank` never raises (only cancellation propagates) and returns every incoming passage exactly
-  once, byte for byte, with a score > 0: Graphiti drops results below `reranker_min_score` (0);
+- `judge_positions` never raises (only cancellation propagates) and places every position once with
+  a score > 0, so `rank` returns every incoming passage exactly once, byte for byte, with a score > 0:
+  Graphiti drops results below `reranker_min_score` (0);
 - anytime: when the budget (`budget_s`, RERANKER_BUDGET_S; 0 = none) or the deadline ends a call,
   the scores it has finished are kept and the unjudged passages keep their incoming place. That
   needs a subclass that reports each score as it arrives (`reports_progress`, see
@@ -15,8 +17,8 @@ cross-encoder interface wants it. The wrapper guarantees what graph search relie
   passed deadline a fault (one WARNING, error `RankDeadlineExceeded`);
 - a failed call (server down, unknown model, every request failing, time up with nothing judged,
   prompt too large, a bug, the model still loading when its warm-up's time ran out) answers in the
-  incoming order with exactly one WARNING, says why in `Judgement.fallback_reason` and sets
-  `RANK_FELL_BACK`;
+  incoming order with exactly one WARNING and says so in the Judgement (`fell_back`, and why in
+  `fallback_reason`);
 - a call that arrives while the model is being loaded (app/rerank/warmup.py) waits for it before its
   budget and deadline start;
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
@@ -29,23 +31,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import abstractmethod
-from contextvars import ContextVar
 from typing import Any, Protocol
 
-from graphiti_core.cross_encoder.client import CrossEncoderClient
-
 from app.rerank.circuit_breaker import CircuitBreaker
-from app.rerank.fusion import fuse
+from app.rerank.cross_encoder import JudgingCrossEncoder
 from app.rerank.judgement import (
-    BUDGET, DEADLINE, JudgedSoFar, Judgement, collecting, fallback_judgement, ranked_positions,
+    BUDGET, DEADLINE, JudgedSoFar, Judgement, collecting, every_position, fallback_judgement,
 )
 from app.rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
 from app.rerank.warmup import MODEL_NOT_READY
-
-# Set when a rank call in the current task fell back to the incoming order. The cross-encoder
-# interface returns only (passage, score), so this is how graph search learns that an order was
-# not the model's and stops calling it reranked.
-RANK_FELL_BACK: ContextVar[bool] = ContextVar("rank_fell_back", default=False)
 
 DEADLINE_EXCEEDED = "RankDeadlineExceeded"
 BUDGET_EXHAUSTED = "RankBudgetExhausted"  # the budget ended before anything was judged
@@ -57,19 +51,7 @@ class Counters(Protocol):
     def record_error(self, error_class: str, detail: str | None = None) -> None: ...
 
 
-def incoming_order(passages: list[str]) -> list[tuple[str, float]]:
-    """The incoming order, scores 1.0 descending and always > 0."""
-    count = len(passages)
-    return [(passage, 1.0 - index / (count + 1)) for index, passage in enumerate(passages)]
-
-
-def fallback_order(passages: list[str]) -> list[tuple[str, float]]:
-    """The incoming order as a failed call's answer, flagged in RANK_FELL_BACK."""
-    RANK_FELL_BACK.set(True)
-    return incoming_order(passages)
-
-
-class GuardedReranker(CrossEncoderClient):
+class GuardedReranker(JudgingCrossEncoder):
     """Base class: subclasses implement `_rank` and `describe`; see the module docstring."""
 
     # True when `_rank` reports each finished score (app/rerank/judgement.report_judged): then the
@@ -92,8 +74,9 @@ class GuardedReranker(CrossEncoderClient):
         self.logger = logging.getLogger(type(self).__module__)
 
     @abstractmethod
-    async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-        """Every passage once, best first, scores > 0; raise on a failure of the whole call."""
+    async def _rank(self, query: str, passages: list[str]) -> list[tuple[int, float]]:
+        """(position, score) for every passage once, best first, scores > 0; raise on a failure of the
+        whole call."""
 
     @abstractmethod
     def describe(self) -> str:
@@ -110,14 +93,6 @@ class GuardedReranker(CrossEncoderClient):
     def scores_are_relevance(self) -> bool:
         """True when `_rank`'s scores are relevance judgements, False when they only encode its order."""
         return True
-
-    async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-        passages = list(passages)
-        judgement = await self.judge_positions(query, passages)
-        if judgement.fell_back:
-            RANK_FELL_BACK.set(True)
-        first_stage = [score for _, score in incoming_order(passages)]
-        return [(passages[hit.position], hit.score) for hit in fuse(first_stage, judgement.evidence, method="none")]
 
     async def judge_positions(self, query: str, passages: list[str]) -> Judgement:
         """One guarded rank call: what the judge made of each position of `passages`. Never raises."""
@@ -145,7 +120,7 @@ class GuardedReranker(CrossEncoderClient):
             return self._call_failed(passages, _error_class(exc), _detail(exc), exc)
         if needs_model:
             self.breaker.record_success()
-        evidence = dict(ranked_positions(passages, ranked))
+        evidence = dict(every_position(len(passages), ranked))
         judged_at = dict(progress.judged_at_s) if self.reports_progress else dict.fromkeys(
             evidence, progress.elapsed_s())
         return Judgement(len(passages), evidence, judged_at, self.scores_are_relevance)

@@ -1,9 +1,12 @@
 """What one rank call learned about its candidates, and how finished work survives a cut-off call.
 
-The cross-encoder interface returns only (passage, score) pairs. Graph search needs more: which
+Graphiti's cross-encoder interface returns only (passage, score) pairs. Graph search needs more: which
 candidates the model actually judged (a call cut short by RERANKER_BUDGET_S or the deadline keeps
 its finished scores), whether the scores are relevance or only encode an order, and when each
-arrived. `GuardedReranker.judge_positions` answers with a `Judgement` that carries this.
+arrived, and whether (and why) the call fell back. `GuardedReranker.judge_positions` answers with a
+`Judgement` that carries all of it; it is the one result of judging passages by position
+(`app.rerank.judge_positions`), and Graphiti's pairs are made from it only at the edge
+(app/rerank/cross_encoder.py).
 
 Finished work: while a rank call runs, the wrapper installs a `JudgedSoFar` for it in a context
 variable, and a strategy that scores candidates one by one (pointwise) reports each finished score
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -120,21 +122,16 @@ def _positions(keys: Iterable[str]) -> Iterator[int]:
             yield int(key)
 
 
-def ranked_positions(passages: list[str], ranked: list[tuple[str, float]]) -> list[tuple[int, float]]:
-    """A (passage, score) answer as (position, score), best first, each position once.
-
-    Texts map back to positions in first-stage order, so duplicate texts keep both candidates. A
-    position the answer left out (it should never) is appended in first-stage order, scored at the
+def every_position(count: int, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(position, score) best first with each of positions 0..count-1 once: a repeated or out-of-range
+    position is dropped, a missing one (there should be none) appended in first-stage order at the
     answer's lowest score, rather than lost."""
-    positions: dict[str, deque[int]] = defaultdict(deque)
-    for index, passage in enumerate(passages):
-        positions[passage].append(index)
-    ordered: list[tuple[int, float]] = []
-    for passage, score in ranked:
-        if positions.get(passage):
-            ordered.append((positions[passage].popleft(), float(score)))
-    missing = sorted(index for queue in positions.values() for index in queue)
+    seen: dict[int, float] = {}
+    for position, score in ranked:
+        if 0 <= position < count and position not in seen:
+            seen[position] = float(score)
+    missing = [position for position in range(count) if position not in seen]
     if missing:
-        logger.warning("Reranker returned %d of %d passages; appending the rest", len(ordered), len(passages))
-    floor = min((score for _, score in ordered), default=0.0)
-    return ordered + [(index, floor) for index in missing]
+        logger.warning("Reranker returned %d of %d passages; appending the rest", len(seen), count)
+    floor = min(seen.values(), default=0.0)
+    return [*seen.items(), *((position, floor) for position in missing)]

@@ -29,6 +29,7 @@ from app.rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
 from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.strategy_run import rerank
 from app.rerank.types import Document, RerankResult, rank_score
+from app.rerank.warmup import start_warmup
 
 _STRATEGY_COUNTERS = ("unit_fallbacks", "repairs", "ties")
 
@@ -93,11 +94,15 @@ class OllamaReranker(GuardedReranker):
         all_cached = getattr(self.strategy, "all_cached", None)
         return not (callable(all_cached) and all_cached(self.judge, query, _judgeable(passages)))
 
+    def start_warmup(self, timeout_s: float) -> None:
+        """Warm the judge's model (app/rerank/warmup.py; timeout_s 0: no warm-up)."""
+        start_warmup(self.judge, timeout_s)
+
     async def _model_not_ready(self) -> str | None:
-        warmup = self.judge.warmup  # set by app/rerank/warmup.start_warmup when the app built the reranker
+        warmup = self.judge.warmup  # set by start_warmup when the app built the reranker
         return None if warmup is None else await warmup.until_ready()
 
-    async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+    async def _rank(self, query: str, passages: list[str]) -> list[tuple[int, float]]:
         rankable = [index for index, passage in enumerate(passages) if passage.strip()]
         documents = [Document(id=str(index), text=passages[index]) for index in rankable]
         # Every passage must come back (graph search applies its own limit): no strategy default cap.
@@ -112,7 +117,7 @@ class OllamaReranker(GuardedReranker):
             scores = _relevance_scores(results) + _below(len(unjudged), results)
         else:
             scores = [rank_score(rank, len(passages)) for rank in range(1, len(passages) + 1)]
-        return [(passages[index], score) for index, score in zip(order + unjudged, scores)]
+        return list(zip(order + unjudged, scores))
 
     def _count(self, stats: dict[str, Any]) -> None:
         with self._counts_lock:

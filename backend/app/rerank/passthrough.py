@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from graphiti_core.cross_encoder.client import CrossEncoderClient
+from app.rerank.cross_encoder import JudgingCrossEncoder
+from app.rerank.judgement import Judgement
 
 
-class PassthroughReranker(CrossEncoderClient):
-    """Returns the passages in the order given, scored 1.0, 0.99, 0.98, ...
+class PassthroughReranker(JudgingCrossEncoder):
+    """Judges nothing: Graphiti's `rank` gets the passages in the order given, scored 1.0 descending
+    and always above 0, so Graphiti's reranker_min_score (0) drops nothing."""
 
-    Scores stay above 0 for any realistic list so Graphiti's reranker_min_score (0) drops nothing.
-    """
-
-    async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-        return [(passage, max(1.0 - 0.01 * index, 1e-6)) for index, passage in enumerate(passages)]
+    async def judge_positions(self, query: str, passages: list[str]) -> Judgement:
+        return Judgement(len(passages))
 
     def stats(self) -> dict:
         return {"provider": "none"}

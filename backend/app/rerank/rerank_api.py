@@ -142,11 +142,11 @@ class RerankApiReranker(GuardedReranker):
     def _needs_model(self, query: str, passages: list[str]) -> bool:
         return any(self._key(query, text) not in self._cache for text in passages if text.strip())
 
-    async def _rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+    async def _rank(self, query: str, passages: list[str]) -> list[tuple[int, float]]:
         ranking = await self.rank_positions(query, passages, strict=False)
         if ranking.errors and not ranking.scored:
             raise ranking.errors[0]  # nothing scored: the wrapper falls back with one WARNING
-        return [(passages[position], score) for position, score, _ in ranking.order]
+        return [(position, score) for position, score, _ in ranking.order]
 
     def _key(self, query: str, passage: str) -> ScoreKey:
         return score_key(self.client.model, f"{CACHE_VERSION}:{self.max_document_chars}", "raw", query, passage)
