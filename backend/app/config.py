@@ -209,6 +209,10 @@ class Config:
     ollama_cache_dir: Path = Path.home() / ".cache" / "mirofish"
     ollama_local_port: int = 11434
     ollama_local_keep_alive: str = "30m"
+    # Its slots (OLLAMA_NUM_PARALLEL). One: on CPU the slots share the same cores and each evaluates the
+    # judge's shared prompt prefix again, so the 1.5B judged a passage in 3.1 s with one slot and 7.3 s with
+    # four (2 cores, 4 requests in flight; docs/bench/SERVERS.md). Extra requests queue in Ollama.
+    ollama_local_num_parallel: int = 1
 
     # HTTP server and API
     host: str = "127.0.0.1"
@@ -341,6 +345,7 @@ class Config:
             ollama_cache_dir=Path(_env("OLLAMA_CACHE_DIR", str(cls.ollama_cache_dir))).expanduser(),
             ollama_local_port=_int("OLLAMA_LOCAL_PORT", cls.ollama_local_port, 1, 65535),
             ollama_local_keep_alive=_duration("OLLAMA_LOCAL_KEEP_ALIVE", cls.ollama_local_keep_alive),
+            ollama_local_num_parallel=_int("OLLAMA_LOCAL_NUM_PARALLEL", cls.ollama_local_num_parallel, 1, 64),
             host=_env("HOST", cls.host),
             port=_int("PORT", cls.port, 0),
             api_token=_env("API_TOKEN"),

@@ -102,13 +102,14 @@ def test_the_modelfile_gives_the_chat_template_the_stop_token_and_the_judges_con
     assert "PARAMETER stop <|im_end|>\n" in text and f"PARAMETER num_ctx {DEFAULT_CONTEXT_TOKENS}\n" in text
 
 
-def test_the_server_gets_our_port_folder_keep_alive_and_the_rerankers_parallel_bound(tmp_path):
+def test_the_server_gets_our_port_folder_keep_alive_and_its_slots(tmp_path):
     config = dataclasses.replace(Config.from_env(), data_dir=tmp_path, ollama_local_port=12345,
-                                 ollama_local_keep_alive="45m", reranker_max_parallel=3)
+                                 ollama_local_keep_alive="45m", reranker_max_parallel=3,
+                                 ollama_local_num_parallel=2)
     environment = server_environment(config, ollama_files(config))
     assert environment["OLLAMA_HOST"] == "127.0.0.1:12345"
     assert environment["OLLAMA_MODELS"] == str(tmp_path / "ollama" / "models")
-    assert environment["OLLAMA_KEEP_ALIVE"] == "45m" and environment["OLLAMA_NUM_PARALLEL"] == "3"
+    assert environment["OLLAMA_KEEP_ALIVE"] == "45m" and environment["OLLAMA_NUM_PARALLEL"] == "2"
     assert model_name(config) == f"mirofish/{config.local_llm_model}"
 
 

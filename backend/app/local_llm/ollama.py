@@ -138,8 +138,9 @@ def server_environment(config: Config, files: OllamaFiles) -> dict[str, str]:
         "OLLAMA_MODELS": str(files.models),
         # A model unloaded between two searches costs the next one its load time (seconds, see README).
         "OLLAMA_KEEP_ALIVE": config.ollama_local_keep_alive,
-        # The judge sends up to RERANKER_MAX_PARALLEL requests at once; fewer slots would queue them.
-        "OLLAMA_NUM_PARALLEL": str(config.reranker_max_parallel),
+        # The judge sends up to RERANKER_MAX_PARALLEL requests at once; on CPU they run fastest queued on
+        # one slot (OLLAMA_LOCAL_NUM_PARALLEL, see config.py).
+        "OLLAMA_NUM_PARALLEL": str(config.ollama_local_num_parallel),
         "OLLAMA_MAX_LOADED_MODELS": "1",
         "OLLAMA_NO_CLOUD": "1",  # nothing here may leave the machine
     }
