@@ -209,9 +209,9 @@ class Config:
     ollama_cache_dir: Path = Path.home() / ".cache" / "mirofish"
     ollama_local_port: int = 11434
     ollama_local_keep_alive: str = "30m"
-    # Its slots (OLLAMA_NUM_PARALLEL). One: on CPU the slots share the same cores and each evaluates the
-    # judge's shared prompt prefix again, so the 1.5B judged a passage in 3.1 s with one slot and 7.3 s with
-    # four (2 cores, 4 requests in flight; docs/bench/SERVERS.md). Extra requests queue in Ollama.
+    # Its slots (OLLAMA_NUM_PARALLEL). One: on CPU the slots share the same cores, and the 1.5B judged a
+    # passage in 3.1 s with one slot against 7.3 s with four (2 cores, 4 requests in flight, the prompt
+    # prefix reused alike; docs/bench/SERVERS.md). Extra requests queue in Ollama.
     ollama_local_num_parallel: int = 1
 
     # HTTP server and API
