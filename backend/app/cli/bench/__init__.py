@@ -139,6 +139,19 @@ def _first_line(error: BaseException | str) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def judge_and_strategies(config: Config, strategies: str, score_mode: str | None, param_hint: str,
+                         **model_options) -> tuple:
+    """The judge's settings with the command's model options, and the strategies it names (a bad name is a
+    usage error naming the option)."""
+    from app.bench.rerankers import parse_strategies, with_model_options
+
+    model_config = with_model_options(config, **model_options)
+    try:
+        return model_config, parse_strategies(strategies, score_mode or config.reranker_score_mode)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint=param_hint) from None
+
+
 def require_bench_extras(command: str) -> None:
     """Refuse up front, with the install line, when the bench extra is missing: otherwise the
     command fails on an ImportError, or only at its end when the plot is drawn."""

@@ -9,10 +9,9 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.bench.rerankers import parse_strategies, with_model_options
 from app.cli.bench import (
-    DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, model_options, print_summary, require_bench_extras,
-    require_embedder, require_judge, resumable, run_facts,
+    DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, judge_and_strategies, model_options, print_summary,
+    require_bench_extras, require_embedder, require_judge, resumable, run_facts,
 )
 
 
@@ -47,12 +46,9 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
     from app.bench.runner import BenchInterrupted
 
     config = current_app.config["APP_CONFIG"]
-    model_config = with_model_options(config, base_url=base_url, model=model, concurrency=concurrency,
-                                      timeout_s=timeout_s, deadline_s=deadline_s)
-    try:
-        specs = parse_strategies(strategy, score_mode or config.reranker_score_mode)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--strategy") from None
+    model_config, specs = judge_and_strategies(config, strategy, score_mode, "--strategy", base_url=base_url,
+                                               model=model, concurrency=concurrency, timeout_s=timeout_s,
+                                               deadline_s=deadline_s)
     if len(specs) != 1 or not specs[0].uses_model:
         raise click.BadParameter("give exactly one model strategy", param_hint="--strategy")
     try:

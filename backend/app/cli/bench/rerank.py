@@ -9,10 +9,9 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.bench.estimate import TokenPrices
-from app.bench.rerankers import parse_strategies, with_model_options
 from app.cli.bench import (
-    DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, model_options, print_summary, require_bench_extras,
-    require_judge, resumable, run_facts,
+    DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, judge_and_strategies, model_options, print_summary,
+    require_bench_extras, require_judge, resumable, run_facts,
 )
 
 
@@ -40,12 +39,9 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
     from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
 
     config = current_app.config["APP_CONFIG"]
-    model_config = with_model_options(config, base_url=base_url, model=model, concurrency=concurrency,
-                                      timeout_s=timeout_s, deadline_s=deadline_s)
-    try:
-        specs = parse_strategies(strategies, score_mode or config.reranker_score_mode)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--strategies") from None
+    model_config, specs = judge_and_strategies(config, strategies, score_mode, "--strategies",
+                                               base_url=base_url, model=model, concurrency=concurrency,
+                                               timeout_s=timeout_s, deadline_s=deadline_s)
     if not report_only and any(spec.uses_model for spec in specs):
         require_judge(model_config.reranker_base_url)
     args = RerankBenchArgs(
