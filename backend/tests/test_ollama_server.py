@@ -121,6 +121,25 @@ def test_each_score_mode_ranks_the_relevant_passage_first(local_ollama, ollama_m
     assert stats["score_mode_in_use"] == mode_in_use and stats["score_mode_switches"] == 0
 
 
+def test_the_score_cache_answers_a_repeated_search_without_asking_ollama(local_ollama, ollama_model):
+    config = reranker_config(local_ollama, ollama_model, reranker_score_mode="logprobs")
+    reranker = build_reranker(config, judge=build_judge(config))
+
+    async def twice():
+        try:
+            first = await reranker.rank(QUERY, [IRRELEVANT, RELEVANT])
+            asked = reranker.stats()["model_requests"]
+            return first, asked, await reranker.rank(QUERY, [IRRELEVANT, RELEVANT])
+        finally:
+            await reranker.aclose()
+
+    first, asked_first, second = asyncio.run(twice())
+    stats = reranker.stats()
+    assert asked_first == 2 and stats["model_requests"] == 2, stats  # the second call sent nothing to Ollama
+    assert stats["cache_hits"] == 2 and second == first
+    assert [passage for passage, _ in second] == [RELEVANT, IRRELEVANT]
+
+
 def test_requests_up_to_the_parallel_bound_all_answer_queued_on_the_slots_ollama_was_started_with(
         local_ollama, ollama_config, ollama_model):
     parallel = ollama_config.reranker_max_parallel
