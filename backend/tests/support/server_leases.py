@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.local_llm.locking import exclusive_lock
+from app.local_llm.processes import is_alive
 
 
 class ServerLeases:
@@ -36,18 +37,9 @@ class ServerLeases:
     def _others_alive(self) -> bool:
         alive = False
         for lease in self.folder.glob("*"):
-            if pid_alive(int(lease.name)):
+            if is_alive(int(lease.name)):
                 alive = True
             else:
                 lease.unlink(missing_ok=True)  # a session that was killed
         return alive
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
