@@ -1,7 +1,7 @@
 """Graphiti's LLM client for GRAPHITI_LLM_PROVIDER=openai (the default, what production ingests with) on the
 project's own Ollama: it asks /v1/responses for output in a JSON schema, which Ollama 0.17.4 turns into a
-grammar. One short structured answer, not a whole episode: a one-sentence episode is four such calls with
-Graphiti's long prompts, about 13 minutes on a busy 2-core machine."""
+grammar. One short structured answer, the client's contract alone; tests/test_ollama_ingestion.py sends a
+whole episode through the API."""
 
 from __future__ import annotations
 
