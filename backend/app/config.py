@@ -176,6 +176,12 @@ class Config:
     # linear 0.7 tied the judge alone there and stays closer to the first stage, which guards a weak judge.
     reranker_fusion: str = "linear"
     reranker_fusion_weight: float = 0.7  # the judge's share in rrf and linear fusion (the first stage gets the rest)
+    # The embedder's cosine to the query as a third signal: its share beside the judge's; the first stage
+    # gets 1 - both. It also orders what the judge is not asked about (app/rerank/fusion.py).
+    reranker_cosine_weight: float = 0.0
+    # The cascade: the judge reads only the first N candidates of the cheap order (first stage fused
+    # with the cosine), the rest keep that order; 0 asks it about every candidate.
+    reranker_judge_depth: int = 0
     reranker_cache_size: int = 4096
     reranker_candidates: int = 2
     reranker_max_tokens: int = 16
@@ -262,6 +268,12 @@ class Config:
 
     log_level: str = "INFO"
 
+    def __post_init__(self) -> None:
+        if self.reranker_fusion_weight + self.reranker_cosine_weight > 1.0 + 1e-9:
+            raise ValueError(
+                f"RERANKER_FUSION_WEIGHT ({self.reranker_fusion_weight}) + RERANKER_COSINE_WEIGHT "
+                f"({self.reranker_cosine_weight}) must be <= 1: they are the judge's and the cosine's shares")
+
     @classmethod
     def from_env(cls) -> "Config":
         """Read and validate every setting; raises ValueError naming the bad one."""
@@ -309,6 +321,8 @@ class Config:
             reranker_warmup_timeout_s=_float("RERANKER_WARMUP_TIMEOUT_S", cls.reranker_warmup_timeout_s, 0),
             reranker_fusion=_choice("RERANKER_FUSION", cls.reranker_fusion, RERANKER_FUSIONS),
             reranker_fusion_weight=_float("RERANKER_FUSION_WEIGHT", cls.reranker_fusion_weight, 0, 1),
+            reranker_cosine_weight=_float("RERANKER_COSINE_WEIGHT", cls.reranker_cosine_weight, 0, 1),
+            reranker_judge_depth=_int("RERANKER_JUDGE_DEPTH", cls.reranker_judge_depth, 0),
             reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),
             reranker_candidates=_int("RERANKER_CANDIDATES", cls.reranker_candidates, 1),
             reranker_max_tokens=_int("RERANKER_MAX_TOKENS", cls.reranker_max_tokens, 1),

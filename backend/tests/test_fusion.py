@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.fusion import RRF_K, fuse
+from app.rerank.fusion import RRF_K, cheap_order, fuse
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
@@ -135,6 +135,56 @@ def test_every_position_comes_back_once_and_scores_never_rise():
             assert unjudged == [1, 4, 6, 7, 9, 10] == [fused[place].position for place in unjudged]
 
 
+def test_the_cosine_is_a_third_share_in_rrf_and_linear():
+    # Candidates 0, 1, 2; cosine 0.2, 0.9, 0.5 ranks them 3, 1, 2. Judge 0.1, 0.5, 0.9 ranks them 3, 2, 1.
+    cosine = [0.2, 0.9, 0.5]
+    evidence = {0: 0.1, 1: 0.5, 2: 0.9}
+    rrf = fuse(FIRST, evidence, method="rrf", weight=0.4, cosine=cosine, cosine_weight=0.4)
+    by_hand = {0: 0.4 / (RRF_K + 3) + 0.4 / (RRF_K + 3) + 0.2 / (RRF_K + 1),
+               1: 0.4 / (RRF_K + 2) + 0.4 / (RRF_K + 1) + 0.2 / (RRF_K + 2),
+               2: 0.4 / (RRF_K + 1) + 0.4 / (RRF_K + 2) + 0.2 / (RRF_K + 3)}
+    assert order(rrf) == [1, 2, 0]  # 1 and 2 have the same judge + cosine ranks; 1 is the first stage's better
+    assert scores(rrf) == pytest.approx([by_hand[1], by_hand[2], by_hand[0]])
+    # linear, min-max over the judged three: judge 0, .5, 1; cosine 0, 1, 3/7; first stage 1, .5, 0.
+    linear = fuse(FIRST, evidence, method="linear", weight=0.5, cosine=cosine, cosine_weight=0.3)
+    by_hand = {0: 0.5 * 0 + 0.3 * 0 + 0.2 * 1, 1: 0.5 * 0.5 + 0.3 * 1 + 0.2 * 0.5, 2: 0.5 * 1 + 0.3 * 3 / 7 + 0.2 * 0}
+    assert order(linear) == [1, 2, 0] and scores(linear) == pytest.approx([by_hand[1], by_hand[2], by_hand[0]])
+    # Without a cosine share the cosine changes nothing.
+    assert fuse(FIRST, evidence, method="rrf", weight=0.7, cosine=cosine) == fuse(FIRST, evidence, method="rrf", weight=0.7)
+
+
+def test_the_cheap_order_fuses_first_stage_and_cosine_in_the_full_fusions_proportion():
+    first = [0.9, 0.8, 0.7, 0.6]
+    cosine = [0.1, 0.2, 0.9, 0.3]  # cosine ranks 4, 3, 1, 2
+    assert cheap_order(first, None, method="rrf", weight=0.5, cosine_weight=0.0) == [0, 1, 2, 3]
+    assert cheap_order(first, cosine, method="rrf", weight=0.5, cosine_weight=0.0) == [0, 1, 2, 3]
+    # Judge 0.5, cosine 0.4: the cosine has 0.8 of the rest. 2: .8/61 + .2/63 beats 0: .8/64 + .2/61.
+    assert cheap_order(first, cosine, method="rrf", weight=0.5, cosine_weight=0.4) == [2, 3, 1, 0]
+    # All of the rest to the cosine: the cosine's own order.
+    assert cheap_order(first, cosine, method="linear", weight=0.6, cosine_weight=0.4) == [2, 3, 1, 0]
+
+
+def test_unjudged_candidates_keep_their_place_in_the_cheap_order():
+    first = [0.9, 0.8, 0.7, 0.6, 0.5]
+    cosine = [0.1, 0.2, 0.9, 0.3, 0.8]
+    # The judge's share 0.6 leaves the cheap order all to the cosine (0.4 of the remaining 0.4).
+    places = cheap_order(first, cosine, method="rrf", weight=0.6, cosine_weight=0.4)
+    assert places == [2, 4, 3, 1, 0]
+    # The judge saw the first two of the cheap order only (a cascade of depth 2) and prefers 4.
+    fused = fuse(first, {2: 0.2, 4: 0.9}, method="rrf", weight=0.6, cosine=cosine, cosine_weight=0.4)
+    assert order(fused) == [4, 2, 3, 1, 0]
+    assert [hit.judge_score for hit in fused] == [0.9, 0.2, None, None, None]
+    assert scores(fused) == sorted(scores(fused), reverse=True)
+    # Judged nothing (a failed call): the cheap order.
+    assert order(fuse(first, {}, method="rrf", weight=0.6, cosine=cosine, cosine_weight=0.4)) == places
+
+
+@pytest.mark.parametrize("weight, cosine_weight", [(0.7, 0.4), (0.5, -0.1), (0.2, 1.1)])
+def test_shares_over_one_are_refused(weight, cosine_weight):
+    with pytest.raises(ValueError, match="cosine"):
+        fuse(FIRST, {0: 1.0}, method="rrf", weight=weight, cosine=[0.1, 0.2, 0.3], cosine_weight=cosine_weight)
+
+
 # -- through graph search ------------------------------------------------------------------------
 
 QUERY = "harbor water utility reservoir town"
@@ -183,3 +233,34 @@ def test_with_the_reranker_off_nothing_is_judged(backend, water_graph):
     body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
     assert (body["judged"], body["candidates"], body["fusion"], body["reranked"]) == (0, 4, None, False)
     assert all(edge["rerank_score"] is None and edge["score"] == edge["first_stage_score"] for edge in body["edges"])
+
+
+def test_a_cascade_asks_the_judge_about_the_cheap_orders_first_few_and_fuses_the_cosine(
+        backend, scripted_llm, water_graph):
+    asked = []
+
+    def score(query, passage):
+        asked.append(passage)
+        return 0.9 - 0.05 * len(asked)
+
+    scripted_llm.responder = judge(score)
+    app, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                          RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
+                          RERANKER_FUSION="rrf", RERANKER_FUSION_WEIGHT=0.5, RERANKER_COSINE_WEIGHT=0.3,
+                          RERANKER_JUDGE_DEPTH=3, RERANKER_MAX_PARALLEL=1)
+    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=4)
+    trace = outcome.trace["edges"]
+
+    assert len(trace.passages) == 8 and len(trace.cosine) == 8 and all(-1 <= c <= 1 for c in trace.cosine)
+    places = cheap_order(trace.first_scores, trace.cosine, method="rrf", weight=0.5, cosine_weight=0.3)
+    # Only the cheap order's first three were sent to the model; the answer says so.
+    assert sorted(asked) == sorted(trace.passages[p] for p in places[:3])
+    assert set(trace.judgement.judged_at_s) == set(places[:3])
+    assert (outcome.judged, outcome.candidates) == (3, 8)
+    expected = fuse(trace.first_scores, trace.judgement.evidence, method="rrf", weight=0.5, by_score=True,
+                    cosine=trace.cosine, cosine_weight=0.3)
+    assert [hit.fact for hit in outcome.edges] == [trace.passages[hit.position] for hit in expected[:4]]
+    assert [hit.rerank_score is not None for hit in outcome.edges] == [
+        hit.position in places[:3] for hit in expected[:4]]
+    body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
+    assert (body["judged"], body["candidates"]) == (3, 8)

@@ -292,6 +292,14 @@ def test_replay_settings_name_method_weight_and_budget():
     assert [(r.method, r.weight, r.budget_s) for r in replays] == [("none", 0.5, None), ("rrf", 0.7, None),
                                                                    ("linear", 0.5, 30.0)]
     assert [r.label for r in replays] == ["replay: judge alone", "replay: rrf w=0.7", "replay: linear w=0.5, budget 30 s"]
-    for bad in ("borda", "rrf:2", "rrf:x", "linear@0", "none@soon"):
+    for bad in ("borda", "rrf:2", "rrf:x", "linear@0", "none@soon", "rrf:0.7+0.4", "rrf:0.5+x", "rrf#-1", "rrf#a"):
         with pytest.raises(ValueError):
             parse_replays(bad, 0.5)
+
+
+def test_replay_settings_name_the_cosine_share_and_the_cascade_depth():
+    replays = parse_replays("rrf:0.5+0.3, linear:0.4+0.2#8, rrf:0.5+0.3#6@10", 0.7)
+    assert [(r.method, r.weight, r.cosine_weight, r.depth, r.budget_s) for r in replays] == [
+        ("rrf", 0.5, 0.3, 0, None), ("linear", 0.4, 0.2, 8, None), ("rrf", 0.5, 0.3, 6, 10.0)]
+    assert [r.label for r in replays] == ["replay: rrf w=0.5 cos=0.3", "replay: linear w=0.4 cos=0.2, judge 8",
+                                          "replay: rrf w=0.5 cos=0.3, judge 6, budget 10 s"]

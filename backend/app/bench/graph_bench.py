@@ -25,6 +25,7 @@ and every query where the replay differs from what search answered is counted (`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -38,7 +39,7 @@ from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe
 from app.bench.metrics import percentile
 from app.bench.progress import ProgressBar
 from app.bench.replay import (
-    TRACE_VERSION, Replay, candidate_trace, cosine_ranking, fused_ranking, judged_within,
+    TRACE_VERSION, Replay, candidate_trace, cosine_ranking, fused_ranking, judged_in,
 )
 from app.bench.report import write_reports
 from app.bench.runner import BenchInterrupted, finished_by_all
@@ -199,7 +200,10 @@ def search_claims(adapter, graph_id, claims, store, limit, progress, label, judg
         }
         if judge is not None and "edges" in outcome.trace:
             trace, started = outcome.trace["edges"], time.perf_counter()
-            record["trace"] = candidate_trace(trace, passage_cosines(adapter, claim.text, trace.passages))
+            # The cosine search itself fused, when it used one (read from the stored vectors); else the
+            # embedder's, measured here after the timed search.
+            cosine = trace.cosine or passage_cosines(adapter, claim.text, trace.passages)
+            record["trace"] = candidate_trace(trace, cosine)
             record["cosine_s"] = round(time.perf_counter() - started, 4)
         store.add(record, persist=not fell_back(record) and not record["error"])
         progress.advance(1 + record["calls"], f"{label} claim {claim.qid} {latency:.1f}s")
@@ -308,17 +312,21 @@ _CUT_BY_BUDGET = ("prompt_tokens", "completion_tokens", "model_requests", "promp
 
 
 def replayed_records(records: list[dict], replay: Replay, limit: int) -> list[dict]:
-    """The on phase's records with the ranking this replay gives. Under a budget the search would
-    have ended sooner and judged fewer: latency, calls and tokens are cut to what had finished."""
+    """The on phase's records with the ranking this replay gives. Under a budget, or asking the judge
+    about fewer candidates (a cascade), the search would have ended sooner and judged fewer: latency,
+    calls and tokens are cut to that share of the work (one slot judges passages one after another)."""
     replayed = []
     for record in records:
         trace = record["trace"]
         row = {**record, "ranking": fused_ranking(trace, replay, limit)}
-        if replay.budget_s is not None:
-            judged = judged_within(trace, replay.budget_s)
+        if replay.budget_s is not None or replay.depth:
+            judged = judged_in(trace, replay)
             share = judged / record["calls"] if record["calls"] else 0.0
-            row.update(latency_s=round(record["latency_s"] - max(0.0, (record["rerank_ms"] or 0) / 1000
-                                                                   - replay.budget_s), 4),
+            rerank_s = (record["rerank_ms"] or 0) / 1000
+            kept_s = rerank_s * share if replay.depth else rerank_s
+            if replay.budget_s is not None:
+                kept_s = min(kept_s, replay.budget_s)
+            row.update(latency_s=round(record["latency_s"] - max(0.0, rerank_s - kept_s), 4),
                        judged=judged, calls=min(judged, record["calls"]),
                        **{key: round(record.get(key, 0) * share) for key in _CUT_BY_BUDGET})
         replayed.append(row)
@@ -343,9 +351,10 @@ def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, 
         strategies[label], per_query[label] = _aggregate(records, dataset, estimate[label][0])
     on_label = next(label for label in stores if label != "reranker off")
     traced = [record for qid in wanted if "trace" in (record := stores[on_label].done.get(qid) or {})]
-    live = Replay(on.reranker_fusion, on.reranker_fusion_weight)
+    live = Replay(on.reranker_fusion, on.reranker_fusion_weight, None, on.reranker_cosine_weight,
+                  on.reranker_judge_depth)
     mismatches = [r["qid"] for r in traced if fused_ranking(r["trace"], live, args.limit) != r["ranking"]]
-    budgets = [Replay(live.method, live.weight, budget) for budget in args.budgets]
+    budgets = [dataclasses.replace(live, budget_s=budget) for budget in args.budgets]
     for replay in [*args.replays, *budgets]:
         strategies[replay.label], per_query[replay.label] = _aggregate(
             replayed_records(traced, replay, args.limit), dataset, 0)

@@ -3,8 +3,9 @@
 `bench graph` stores, for every query of its reranked phase, what graph search handed the reranker
 and what the judge answered (`candidate_trace`): each first-stage candidate's passage id and score,
 the judge's evidence, when each score arrived, and the embedder's cosine. From that, the same
-`app.rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), a
-time budget's (only the scores that had arrived by then count), or the embedder's cosine order alone
+`app.rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), with the
+cosine as a third signal, a cascade's (the judge asked about the cheap order's first few only), a time
+budget's (only the scores that had arrived by then count), or the embedder's cosine order alone
 (`cosine_ranking`).
 """
 
@@ -14,43 +15,54 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.rerank import check_fusion, fuse
+from app.rerank import cheap_order, check_fusion, fuse
 
 TRACE_VERSION = 1
 
 
 @dataclass(frozen=True)
 class Replay:
-    """One replayed setting: a fusion, optionally under a budget."""
+    """One replayed setting: a fusion (judge share `weight`, cosine share `cosine_weight`), optionally
+    a cascade (`depth`: RERANKER_JUDGE_DEPTH) and a budget."""
 
     method: str
     weight: float
     budget_s: float | None = None
+    cosine_weight: float = 0.0
+    depth: int = 0
 
     @property
     def label(self) -> str:
         name = "judge alone" if self.method == "none" else f"{self.method} w={self.weight:g}"
+        name += f" cos={self.cosine_weight:g}" if self.cosine_weight else ""
+        name += f", judge {self.depth}" if self.depth else ""
         return f"replay: {name}" + (f", budget {self.budget_s:g} s" if self.budget_s is not None else "")
 
 
 def parse_replays(text: str, default_weight: float) -> list[Replay]:
-    """'none,rrf:0.5,linear@30' -> replays: METHOD[:WEIGHT][@BUDGET_SECONDS] (the weight defaults to
-    RERANKER_FUSION_WEIGHT); ValueError naming the bad entry."""
+    """'none,rrf:0.5,linear:0.4+0.3#8@30' -> replays: METHOD[:WEIGHT[+COSINE_WEIGHT]][#DEPTH][@BUDGET_SECONDS]
+    (the weight defaults to RERANKER_FUSION_WEIGHT); ValueError naming the bad entry."""
     replays = []
     for part in (piece.strip() for piece in text.split(",")):
         if not part:
             continue
         setting, _, budget = part.partition("@")
-        method, _, weight = setting.partition(":")
+        setting, _, depth = setting.partition("#")
+        method, _, weights = setting.partition(":")
+        weight, _, cosine_weight = weights.partition("+")
         try:
             value = float(weight) if weight else default_weight
+            cosine = float(cosine_weight) if cosine_weight else 0.0
             seconds = float(budget) if budget else None
+            judged = int(depth) if depth else 0
         except ValueError:
-            raise ValueError(f"{part!r}: the weight and the budget must be numbers") from None
-        check_fusion(method, value)
+            raise ValueError(f"{part!r}: the weights, the depth and the budget must be numbers") from None
+        check_fusion(method, value, cosine)
         if seconds is not None and seconds <= 0:
             raise ValueError(f"{part!r}: a budget is seconds > 0")
-        replays.append(Replay(method, value, seconds))
+        if judged < 0:
+            raise ValueError(f"{part!r}: a depth is a count >= 0")
+        replays.append(Replay(method, value, seconds, cosine, judged))
     return list(dict.fromkeys(replays))
 
 
@@ -94,15 +106,39 @@ def evidence_of(trace: dict, budget_s: float | None = None) -> dict[int, float]:
             if judged_at[position] is not None and judged_at[position] <= budget_s}
 
 
+def asked_positions(trace: dict, replay: Replay) -> set[int] | None:
+    """The positions a cascade would have asked the judge about; None: all of them."""
+    count = len(trace["first_scores"])
+    if not replay.depth or replay.depth >= count:
+        return None
+    places = cheap_order(trace["first_scores"], trace["cosine"], method=replay.method, weight=replay.weight,
+                         cosine_weight=replay.cosine_weight)
+    return set(places[:replay.depth])
+
+
+def replay_evidence(trace: dict, replay: Replay) -> dict[int, float]:
+    evidence = evidence_of(trace, replay.budget_s)
+    asked = asked_positions(trace, replay)
+    return evidence if asked is None else {position: value for position, value in evidence.items() if position in asked}
+
+
 def fused_ranking(trace: dict, replay: Replay, limit: int) -> list[str]:
-    fused = fuse(trace["first_scores"], evidence_of(trace, replay.budget_s), method=replay.method,
-                 weight=replay.weight, by_score=trace["by_score"])
+    fused = fuse(trace["first_scores"], replay_evidence(trace, replay), method=replay.method,
+                 weight=replay.weight, by_score=trace["by_score"], cosine=trace["cosine"],
+                 cosine_weight=replay.cosine_weight)
     return doc_ranking(trace["doc_ids"], [hit.position for hit in fused[:limit]])
 
 
 def judged_within(trace: dict, budget_s: float | None) -> int:
     return len(evidence_of(trace, budget_s)) if budget_s is not None else sum(
         1 for seconds in trace["judged_at_s"] if seconds is not None)
+
+
+def judged_in(trace: dict, replay: Replay) -> int:
+    """How many candidates the judge would have judged under this replay."""
+    judged = judged_within(trace, replay.budget_s)
+    asked = asked_positions(trace, replay)
+    return judged if asked is None else min(judged, len(asked))
 
 
 def cosine_ranking(trace: dict, limit: int) -> list[str]:

@@ -33,7 +33,9 @@ from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
-from app.rerank import Fused, Judgement, cosines, fallback_judgement, fuse_judgement, judge_order, judge_positions
+from app.rerank import (
+    Fused, Judgement, cheap_order, cosines, fallback_judgement, fuse_judgement, judge_order, judge_positions,
+)
 
 SCOPES = ("edges", "nodes", "both")
 
@@ -92,6 +94,7 @@ class RerankTrace:
     first_scores: list[float]
     metadata: list[dict[str, Any]]
     judgement: Judgement
+    cosine: list[float] | None = None  # each candidate's cosine to the query, when search used it
 
 
 @dataclass
@@ -246,18 +249,23 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
 
 
 async def _order(reranker, enabled: bool, config: Config, query: str, passages: list[str],
-                 metadata: list[dict[str, Any]], first_scores: list[float]) -> tuple[list[Fused], RerankTrace]:
-    """The fused order of one candidate list, and what it was made from."""
+                 metadata: list[dict[str, Any]], first_scores: list[float],
+                 cosine: list[float] | None = None) -> tuple[list[Fused], RerankTrace]:
+    """The fused order of one candidate list, and what it was made from. With RERANKER_JUDGE_DEPTH the
+    judge reads only the first candidates of the cheap order (first stage and cosine); the rest keep it."""
     judgement = Judgement(len(passages))
+    fusion = {"method": config.reranker_fusion, "weight": config.reranker_fusion_weight,
+              "cosine": cosine, "cosine_weight": config.reranker_cosine_weight}
     if enabled and passages:
+        depth = config.reranker_judge_depth
+        only = cheap_order(first_scores, **fusion)[:depth] if 0 < depth < len(passages) else None
         try:
-            judgement = await judge_positions(reranker, query, passages)
+            judgement = await judge_positions(reranker, query, passages, only=only)
         except Exception as error:  # the reranker should never raise; a search must still answer
             logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
             judgement = fallback_judgement(len(passages))
-    fused = fuse_judgement(first_scores, judgement, method=config.reranker_fusion,
-                           weight=config.reranker_fusion_weight)
-    return fused, RerankTrace(passages, first_scores, metadata, judgement)
+    fused = fuse_judgement(first_scores, judgement, **fusion)
+    return fused, RerankTrace(passages, first_scores, metadata, judgement, cosine)
 
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
@@ -285,8 +293,12 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     first_stage_size = n_candidates
     if not runtime.is_falkordb:  # other graphs' keyword hits can take slots of the shared index
         first_stage_size *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
-    # Embedded once: the first stage's vector half and the neighbourhood's closeness both use it.
-    query_vector = await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")]) if expand else None
+    config = runtime.config
+    # The cheap signals order what the judge reads (the cascade) and join the fusion (the cosine).
+    with_cosine = enabled and scope != "nodes" and (config.reranker_cosine_weight > 0 or config.reranker_judge_depth > 0)
+    # Embedded once: the first stage's vector half, the neighbourhood's closeness and the cosine use it.
+    query_vector = (await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")])
+                    if expand or with_cosine else None)
     first = await graphiti_search(
         runtime.graphiti.clients,
         query,
@@ -303,14 +315,17 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
                                                               n_usual)
         if scope == "edges":
             first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
+    edge_cosine = None
+    if with_cosine and first.edges:
+        closeness = await _closeness(driver, query_vector, [edge.uuid for edge in first.edges])
+        edge_cosine = [closeness[edge.uuid] for edge in first.edges]
     first_stage_ms = (time.perf_counter() - started) * 1000
 
-    config = runtime.config
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
     (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
         _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
-               [_edge_metadata(edge) for edge in first.edges], edge_scores),
+               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
                [{} for _ in first.nodes], node_scores),
         _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),

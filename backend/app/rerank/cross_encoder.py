@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections import defaultdict, deque
+from dataclasses import replace
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
@@ -41,16 +42,30 @@ class JudgingCrossEncoder(CrossEncoderClient):
         return [(passages[hit.position], hit.score) for hit in judged_order(judgement)]
 
 
-async def judge_positions(reranker: CrossEncoderClient, query: str, passages: list[str]) -> Judgement:
+async def judge_positions(reranker: CrossEncoderClient, query: str, passages: list[str],
+                          only: list[int] | None = None) -> Judgement:
     """`reranker`'s judgement of `passages`, by position. Ours say what they judged and how; any
-    other cross encoder's order is taken as a judgement of every passage, by rank."""
+    other cross encoder's order is taken as a judgement of every passage, by rank.
+
+    `only`: the positions to ask about, in the order to ask (the cascade's first few of the cheap
+    order); the judgement still covers every position, the others unjudged."""
     passages = list(passages)
+    if only is not None and len(only) < len(passages):
+        asked = await judge_positions(reranker, query, [passages[position] for position in only])
+        return on_positions(asked, only, len(passages))
     if isinstance(reranker, JudgingCrossEncoder):
         return await reranker.judge_positions(query, passages)
     if not passages:
         return Judgement(0)
     evidence = dict(ranked_positions(passages, await reranker.rank(query, passages)))
     return Judgement(len(passages), evidence, dict.fromkeys(evidence, 0.0), by_score=False)
+
+
+def on_positions(asked: Judgement, positions: list[int], candidates: int) -> Judgement:
+    """A judgement of a sublist (its position i is `positions[i]`) as one of all `candidates`."""
+    return replace(asked, candidates=candidates,
+                   evidence={positions[index]: value for index, value in asked.evidence.items()},
+                   judged_at_s={positions[index]: seconds for index, seconds in asked.judged_at_s.items()})
 
 
 async def rerank_positions(reranker: CrossEncoderClient, query: str, passages: list[str]) -> list[tuple[int, float]]:

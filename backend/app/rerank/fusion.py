@@ -9,12 +9,20 @@ evidence too, so instead of replacing its order with the judge's, graph search c
 - `linear`: `weight * judge + (1 - weight) * first stage`, both min-max normalised over the judged
   candidates of this query (a side whose values are all equal counts 0 for everyone).
 
+A third signal can join: the embedder's cosine between the query and each candidate
+(`cosine`, `cosine_weight` = RERANKER_COSINE_WEIGHT). It costs no model call, and on some data it
+orders as well as the judge, so with it the three shares are judge `weight`, cosine `cosine_weight` and
+first stage the rest: `rrf` adds `cosine_weight / (K + cosine rank)`, `linear` adds `cosine_weight *`
+the min-max normalised cosine. Without the judge's evidence the cheap order is the first stage fused
+with the cosine alone, in the same proportion (`cheap_order`).
+
 `weight` (RERANKER_FUSION_WEIGHT) is the judge's share. The judge's evidence is read by score when it
 is a relevance score (pointwise, `by_score=True`) and by rank otherwise: the other strategies' scores
 only encode their order. Ranks are 1-based; ties break by first-stage position.
 
-Candidates the judge did not place (time ran out first) keep their first-stage place: the judged ones
-are reordered among the places they hold. An unjudged candidate carries the fused score of the hit
+Candidates the judge did not place (time ran out first, or it was asked about the first few only) keep
+their place in the cheap order (the first stage's own order when the cosine has no share): the judged
+ones are reordered among the places they hold. An unjudged candidate carries the fused score of the hit
 above it (the best fused score at the top), so scores never rise down the list.
 
 Everything here is pure arithmetic on plain lists, so a benchmark can replay a fusion offline from
@@ -45,11 +53,13 @@ class Fused:
     judge_score: float | None  # the judge's evidence; None when it was not judged
 
 
-def check_fusion(method: str, weight: float) -> None:
+def check_fusion(method: str, weight: float, cosine_weight: float = 0.0) -> None:
     if method not in RERANKER_FUSIONS:
         raise ValueError(f"unknown fusion {method!r}; allowed: {RERANKER_FUSIONS}")
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"fusion weight must be within [0, 1], got {weight}")
+    if not 0.0 <= cosine_weight <= 1.0 or weight + cosine_weight > 1.0 + 1e-9:
+        raise ValueError(f"the cosine's share must be within [0, 1 - judge's share {weight}], got {cosine_weight}")
 
 
 def judge_ranks(evidence: Mapping[int, float]) -> dict[int, int]:
@@ -74,20 +84,51 @@ def rank_values(ranks: Mapping[int, int]) -> dict[int, float]:
     return {key: 1.0 - (rank - 1) / (count - 1) for key, rank in ranks.items()}
 
 
+def cosine_ranks(cosine: Sequence[float]) -> dict[int, int]:
+    """1-based ranks of every candidate by its cosine to the query; ties by first-stage position."""
+    return judge_ranks(dict(enumerate(cosine)))
+
+
 def fused_values(
-    first_scores: Sequence[float], evidence: Mapping[int, float], *, method: str, weight: float, by_score: bool
+    first_scores: Sequence[float], evidence: Mapping[int, float], *, method: str, weight: float, by_score: bool,
+    cosine: Sequence[float] | None = None, cosine_weight: float = 0.0,
 ) -> dict[int, float]:
     """The fused score of every judged position (the keys of `evidence`)."""
-    check_fusion(method, weight)
+    check_fusion(method, weight, cosine_weight)
     if method == "none":
         return {position: float(value) for position, value in evidence.items()}
+    with_cosine = cosine is not None and cosine_weight > 0
+    first_weight = 1 - weight - (cosine_weight if with_cosine else 0.0)
     ranks = judge_ranks(evidence)
     if method == "rrf":
-        return {position: weight / (RRF_K + ranks[position]) + (1 - weight) / (RRF_K + position + 1)
+        by_cosine = cosine_ranks(cosine) if with_cosine else {}
+        return {position: weight / (RRF_K + ranks[position]) + first_weight / (RRF_K + position + 1)
+                + (cosine_weight / (RRF_K + by_cosine[position]) if with_cosine else 0.0)
                 for position in evidence}
     judge = min_max(evidence) if by_score else rank_values(ranks)
     first = min_max({position: float(first_scores[position]) for position in evidence})
-    return {position: weight * judge[position] + (1 - weight) * first[position] for position in evidence}
+    near = min_max({position: float(cosine[position]) for position in evidence}) if with_cosine else {}
+    return {position: weight * judge[position] + first_weight * first[position]
+            + (cosine_weight * near[position] if with_cosine else 0.0) for position in evidence}
+
+
+def cheap_order(first_scores: Sequence[float], cosine: Sequence[float] | None, *, method: str, weight: float,
+                cosine_weight: float) -> list[int]:
+    """Every position, best first, by the signals that cost no model call: the first stage fused with
+    the cosine in the proportion the full fusion gives them (the first stage's order when the cosine
+    has no share, or no judge share is left to scale by)."""
+    count = len(first_scores)
+    if cosine is None or cosine_weight <= 0 or method == "none":
+        return list(range(count))
+    share = cosine_weight / (1 - weight) if weight < 1 else 1.0
+    if method == "rrf":
+        by_cosine = cosine_ranks(cosine)
+        values = {p: share / (RRF_K + by_cosine[p]) + (1 - share) / (RRF_K + p + 1) for p in range(count)}
+    else:
+        near = min_max(dict(enumerate(float(value) for value in cosine)))
+        first = min_max(dict(enumerate(float(score) for score in first_scores)))
+        values = {p: share * near[p] + (1 - share) * first[p] for p in range(count)}
+    return sorted(range(count), key=lambda position: (-values[position], position))
 
 
 def fuse(
@@ -97,40 +138,47 @@ def fuse(
     method: str,
     weight: float = 0.5,
     by_score: bool = True,
+    cosine: Sequence[float] | None = None,
+    cosine_weight: float = 0.0,
 ) -> list[Fused]:
     """Every first-stage position once, best first (see the module docstring).
 
-    `first_scores[i]` is the first stage's score of its i-th candidate; `evidence` maps the positions
-    the judge placed to its value (higher is better)."""
+    `first_scores[i]` is the first stage's score of its i-th candidate, `cosine[i]` its cosine to the
+    query; `evidence` maps the positions the judge placed to its value (higher is better)."""
+    check_fusion(method, weight, cosine_weight)
     count = len(first_scores)
-    judged = sorted(position for position in evidence if 0 <= position < count)
+    places = cheap_order(first_scores, cosine, method=method, weight=weight, cosine_weight=cosine_weight)
+    judged = [position for position in places if position in evidence]
     if not judged:
-        check_fusion(method, weight)
-        return [Fused(position, float(score), None) for position, score in enumerate(first_scores)]
+        cheap = incoming_scores(count)
+        return [Fused(position, float(first_scores[position]) if places == list(range(count)) else cheap[place],
+                      None) for place, position in enumerate(places)]
     values = fused_values(first_scores, {p: evidence[p] for p in judged}, method=method, weight=weight,
-                          by_score=by_score)
+                          by_score=by_score, cosine=cosine, cosine_weight=cosine_weight)
     reordered = sorted(judged, key=lambda position: (-values[position], position))
-    holder = dict(zip(judged, reordered))  # place -> the judged candidate that now takes it
+    holder = dict(zip(judged, reordered))  # a judged candidate's place -> the judged candidate that now takes it
     result: list[Fused] = []
     above = values[reordered[0]]
-    for place in range(count):
-        position = holder.get(place)
-        if position is None:
-            result.append(Fused(place, above, None))
+    for position in places:
+        taker = holder.get(position)
+        if taker is None:
+            result.append(Fused(position, above, None))
         else:
-            result.append(Fused(position, values[position], float(evidence[position])))
+            result.append(Fused(taker, values[taker], float(evidence[taker])))
         above = result[-1].score
     return result
 
 
 def fuse_judgement(first_scores: Sequence[float], judgement: Judgement, *, method: str,
-                   weight: float = 0.5) -> list[Fused]:
+                   weight: float = 0.5, cosine: Sequence[float] | None = None,
+                   cosine_weight: float = 0.0) -> list[Fused]:
     """Graph search's order: the first stage fused with what the judge judged (RERANKER_FUSION).
 
     A call that judged nothing (it failed, and said why) orders exactly as with the reranker off;
     `judge_score` is the judge's own: a passage whose request failed is placed, not judged (None)."""
     evidence = judgement.evidence if judgement.reranked else {}
-    fused = fuse(first_scores, evidence, method=method, weight=weight, by_score=judgement.by_score)
+    fused = fuse(first_scores, evidence, method=method, weight=weight, by_score=judgement.by_score,
+                 cosine=cosine, cosine_weight=cosine_weight)
     return [hit if hit.position in judgement.judged_at_s else replace(hit, judge_score=None) for hit in fused]
 
 
