@@ -17,7 +17,7 @@ import pytest
 
 from app.config import Config
 from app.graph.runtime import GraphitiAdapter, _build_reranker
-from app.rerank.factory import shared_rerank_api
+from app.rerank.providers import shared_rerank_api
 from app.rerank.fusion import judged_order
 from app.rerank.rerank_api import EMPTY_TEXT, NOT_IN_ANSWER, REQUEST_FAILED, RerankApiReranker
 from app.rerank.rerank_api_client import RerankApiClient

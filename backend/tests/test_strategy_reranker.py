@@ -14,7 +14,7 @@ from app.rerank.strategies import get_strategy
 from app.rerank.strategies import strategy_from_config
 from app.graph.runtime import GraphitiAdapter, _build_reranker
 from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.factory import shared_judge
+from app.rerank.providers import shared_judge
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import always, garbage, hang, unused_base_url

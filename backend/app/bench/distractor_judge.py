@@ -3,7 +3,7 @@
 The report agent takes a citation out when its section's question scores the fact under
 REPORT_CITATION_FLOOR, an absolute score (app/report/citation_floor.py). So a planted distractor stays
 out of reports only if the judge scores it under the gold. This asks the reranker the app builds
-(app/rerank/factory.py, pointwise) about every gold fact and every distractor of each requirement,
+(app/rerank/providers.py, pointwise) about every gold fact and every distractor of each requirement,
 with the requirement as the question and, as REPORT_FLOOR_WITHOUT_NAMES does, the lower of that score
 and the score for the requirement without its names. It prints, per requirement, the gold's lowest and
 median score and each distractor's; pooled, the AUC (a gold fact scored over a distractor), the

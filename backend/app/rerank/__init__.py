@@ -9,7 +9,7 @@
 The path beneath: `providers.py` maps each RERANKER_PROVIDER to what it builds (`ollama`:
 `OllamaReranker`, the LLM judge running RERANKER_STRATEGY on the shared `judge.LLMJudge`;
 `rerank_api`: `RerankApiReranker`, a dedicated reranker behind POST /rerank; `none`:
-`PassthroughReranker`) from the process-wide pieces in `factory.py`. Every model-backed reranker
+`PassthroughReranker`), from the process-wide pieces it keeps beside them. Every model-backed reranker
 runs inside `guarded.py` (budget, deadline, breaker, fallback) and answers by position with a
 `Judgement` (`judgement.py`); Graphiti's `CrossEncoderClient.rank` is a thin adapter on top
 (`cross_encoder.py`). Every order made from a judgement is made in `fusion.py`.
@@ -20,7 +20,7 @@ strategy=...)` answers a `RerankOutcome` of `RerankResult`s (`strategy_run.py`).
 
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.cross_encoder import judge_positions, rerank_positions
-from app.rerank.factory import build_judge, shared_judge, shared_rerank_api
+from app.rerank.providers import build_judge, shared_judge, shared_rerank_api
 from app.rerank.fusion import Fused, cheap_order, check_fusion, fuse, fuse_judgement, judge_order
 from app.rerank.judge import TOP_LOGPROBS, LLMJudge
 from app.rerank.judge_prompt import (
