@@ -92,6 +92,17 @@ def test_the_shipped_sample_set_names_real_facts_and_planted_distractors():
     assert crisis.sections == 2 and len(crisis.gold) == 8
 
 
+def test_the_held_out_sample_set_loads_and_asks_new_questions():
+    holdout = load_set("sample", default_file("sample").with_name("report_bench_holdout.json"))
+    shipped = load_set("sample")
+    graph = {fact.fact for fact in load_facts()}
+    assert [r.id for r in holdout.requirements] == [
+        "holdout-well4", "holdout-officials", "holdout-advisory", "holdout-airfield", "holdout-vulnerable"]
+    assert not {r.requirement for r in holdout.requirements} & {r.requirement for r in shipped.requirements}
+    for item in holdout.requirements:
+        assert item.known_facts() <= graph and item.distractors and len(item.gold) >= 3
+
+
 def test_a_set_naming_a_fact_the_graph_lacks_fails_loudly(tmp_path):
     data = json.loads(default_file("sample").read_text(encoding="utf-8"))
     data["requirements"][0]["gold"][0]["facts"] = ["Storm Edda flooded the wellfield (a typo of the real fact)."]
