@@ -287,6 +287,34 @@ def test_replayed_fusions_equal_the_live_search_and_cost_no_model_call(trec_subs
     assert again["strategies"]["replay: linear w=0.5"] == rows["replay: linear w=0.5"]
 
 
+def test_a_live_cascade_with_the_cosine_is_replayed_exactly_and_judges_only_its_depth(trec_subset, tmp_path,
+                                                                                       scripted_llm):
+    folder, texts, grades, query_text = trec_subset
+    qid_of = {text: qid for qid, text in query_text.items()}
+    doc_of = {text: docid for docid, text in texts.items()}
+    scripted_llm.responder = judge(lambda query, passage: 0.05 + grades.get((qid_of[query], doc_of[passage]), 0) / 3.3)
+    live = replace(with_model_options(Config.from_env(), base_url=scripted_llm.base_url, model="scripted",
+                                      concurrency=2, timeout_s=10, deadline_s=30),
+                   reranker_fusion="rrf", reranker_fusion_weight=0.5, reranker_cosine_weight=0.3,
+                   reranker_judge_depth=4)
+    args = graph_args(folder, tmp_path / "out", scripted_llm.base_url, config=live, limit=3,
+                      replays=parse_replays("rrf:0.5+0.3#4,rrf:0.5+0.3", 0.5), budgets=[])
+    results = run_graph_bench(args, echo=lambda line: None)
+    rows = results["strategies"]
+    live_label = next(label for label in rows if label.startswith("reranker on"))
+
+    # The replay reads the cosine search fused (stored vectors) and asks about the same four.
+    assert results["replay_mismatches"] == [] and results["replayed_queries"] == TREC_QUERIES
+    assert rows[live_label]["calls"] == 4 * TREC_QUERIES == scripted_llm.count
+    assert rows["replay: rrf w=0.5 cos=0.3, judge 4"]["calls"] == rows[live_label]["calls"]
+    assert rows["replay: rrf w=0.5 cos=0.3, judge 4"]["ndcg@10"] == rows[live_label]["ndcg@10"]
+    records = [json.loads(line) for path in (tmp_path / "out" / "runs").glob("on-*.jsonl")
+               for line in path.read_text().splitlines()]
+    for record in records:
+        judged = [p for p, seconds in enumerate(record["trace"]["judged_at_s"]) if seconds is not None]
+        assert len(judged) == 4 == record["judged"] and len(record["trace"]["cosine"]) > 4
+
+
 def test_replay_settings_name_method_weight_and_budget():
     replays = parse_replays("none, rrf:0.7, linear@30, rrf:0.7", 0.5)
     assert [(r.method, r.weight, r.budget_s) for r in replays] == [("none", 0.5, None), ("rrf", 0.7, None),
