@@ -1,0 +1,138 @@
+"""Choosing the search's fusion and cascade depth from stored `bench graph` runs, by a fixed rule.
+
+Each development run (`bench graph --output DIR`) stored, per query, every candidate's first-stage
+score, the judge's score and the cosine (app/bench/replay.py). From those this module replays every
+setting of a grid with the same `fuse` graph search runs, and applies the rule written in
+docs/bench/FUSION.md:
+
+1. settings: `rrf` or `linear`, judge share 0.1-1.0 and cosine share 0-(1 - judge share), steps of 0.1;
+2. a setting's margin on a run: its nDCG@10 minus the better of the baseline (`linear`, judge 0.7, no
+   cosine) and the cosine alone;
+3. eligible: MRR@10 not below the baseline's on every run;
+4. chosen: the eligible setting with the largest smallest margin (ties: the smaller judge share);
+5. depth: the smallest of DEPTHS whose nDCG@10 gain over the first stage is at least 90% of the
+   chosen setting's gain with everything judged, on every run; none: 0 (judge every candidate).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.bench.datasets import Dataset, load_dataset
+from app.bench.metrics import evaluate
+from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking
+
+BASELINE = Replay("linear", 0.7)
+METHODS = ("rrf", "linear")
+DEPTHS = (4, 5, 6, 8, 10, 12)
+GAIN_SHARE = 0.9
+LIMIT = 10
+
+
+@dataclass
+class DevelopmentRun:
+    """One `bench graph` output: its dataset and the traced records of its reranked phase."""
+
+    name: str
+    dataset: Dataset
+    traces: dict[str, dict]  # qid -> candidate trace
+
+    def score(self, rankings: dict[str, list[str]]) -> dict[str, float]:
+        return evaluate(self.dataset.qrels, rankings, self.dataset.relevance_level)[1]
+
+    def replayed(self, replay: Replay) -> dict[str, float]:
+        return self.score({qid: fused_ranking(trace, replay, LIMIT) for qid, trace in self.traces.items()})
+
+    def first_stage(self) -> dict[str, float]:
+        return self.score({qid: doc_ranking(trace["doc_ids"], range(len(trace["doc_ids"])))[:LIMIT]
+                           for qid, trace in self.traces.items()})
+
+    def cosine_alone(self) -> dict[str, float]:
+        return self.score({qid: cosine_ranking(trace, LIMIT) for qid, trace in self.traces.items()})
+
+
+def load_run(output: Path, dataset: Path) -> DevelopmentRun:
+    """The traced records under `output`/runs (ValueError when it holds none)."""
+    traces = {}
+    for path in sorted((Path(output) / "runs").glob("on-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("trace") and record["trace"].get("cosine") is not None:
+                traces[record["qid"]] = record["trace"]
+    if not traces:
+        raise ValueError(f"{output}: no traced reranked records (run `bench graph --output {output}` first)")
+    return DevelopmentRun(Path(output).name, load_dataset(dataset, with_candidates=False), traces)
+
+
+def grid() -> list[Replay]:
+    return [Replay(method, judge / 10, cosine_weight=cosine / 10)
+            for method in METHODS for judge in range(1, 11) for cosine in range(0, 11 - judge)]
+
+
+@dataclass(frozen=True)
+class Row:
+    replay: Replay
+    scores: tuple[dict[str, float], ...]  # per run
+    margin: float  # the smallest over the runs
+    eligible: bool
+
+
+def rank_settings(runs: Sequence[DevelopmentRun]) -> tuple[list[Row], dict]:
+    """Every grid setting, the chosen first (rule steps 1-4), and the baselines per run."""
+    baselines = {run.name: {"first stage": run.first_stage(), "cosine alone": run.cosine_alone(),
+                            "baseline": run.replayed(BASELINE)} for run in runs}
+    rows = []
+    for replay in grid():
+        scores = tuple(run.replayed(replay) for run in runs)
+        margins = [score["ndcg@10"] - max(baselines[run.name]["baseline"]["ndcg@10"],
+                                          baselines[run.name]["cosine alone"]["ndcg@10"])
+                   for run, score in zip(runs, scores)]
+        eligible = all(score["mrr@10"] >= baselines[run.name]["baseline"]["mrr@10"] - 1e-9
+                       for run, score in zip(runs, scores))
+        rows.append(Row(replay, scores, min(margins), eligible))
+    rows.sort(key=lambda row: (not row.eligible, -round(row.margin, 9), row.replay.weight))
+    return rows, baselines
+
+
+def choose_depth(runs: Sequence[DevelopmentRun], chosen: Replay, baselines: dict) -> tuple[int, list]:
+    """Rule step 5: the smallest depth keeping GAIN_SHARE of the full gain on every run (0: none)."""
+    full = [run.replayed(chosen)["ndcg@10"] for run in runs]
+    table = []
+    for depth in DEPTHS:
+        scores = [run.replayed(Replay(chosen.method, chosen.weight, None, chosen.cosine_weight, depth))
+                  for run in runs]
+        shares = [(score["ndcg@10"] - baselines[run.name]["first stage"]["ndcg@10"])
+                  / max(1e-9, whole - baselines[run.name]["first stage"]["ndcg@10"])
+                  for run, score, whole in zip(runs, scores, full)]
+        table.append((depth, scores, shares))
+    depth = next((depth for depth, _, shares in table if min(shares) >= GAIN_SHARE), 0)
+    return depth, table
+
+
+def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
+    rows, baselines = rank_settings(runs)
+    chosen = rows[0].replay
+    depth, depths = choose_depth(runs, chosen, baselines)
+    names = [run.name for run in runs]
+    head = "| setting | " + " | ".join(f"{name} nDCG@10 / MRR@10" for name in names) + " | smallest margin | eligible |"
+    lines = [head, "|---|" + "---:|" * len(names) + "---:|---|"]
+    for label in ("first stage", "cosine alone", "baseline"):
+        cells = [f"{baselines[name][label]['ndcg@10']:.4f} / {baselines[name][label]['mrr@10']:.4f}" for name in names]
+        lines.append(f"| {label if label != 'baseline' else 'today: linear w=0.7'} | " + " | ".join(cells) + " | | |")
+    for row in rows[:top]:
+        cells = [f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f}" for score in row.scores]
+        lines.append(f"| {row.replay.label.removeprefix('replay: ')} | " + " | ".join(cells)
+                     + f" | {row.margin:+.4f} | {'yes' if row.eligible else 'no'} |")
+    lines += ["", "| judge depth | " + " | ".join(f"{name} nDCG@10 / MRR@10 (share of the gain)" for name in names) + " |",
+              "|---:|" + "---:|" * len(names)]
+    for each, scores, shares in depths:
+        lines.append(f"| {each} | " + " | ".join(f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f} ({share:.0%})"
+                                                 for score, share in zip(scores, shares)) + " |")
+    eligible = rows[0].eligible
+    lines += ["", f"Chosen: {chosen.method}, judge share {chosen.weight:g}, cosine share {chosen.cosine_weight:g}"
+              + ("" if eligible else " (no setting was eligible: this one only leads the ranking)")
+              + f"; judge depth {depth or 'all (no depth kept the gain)'}."]
+    return "\n".join(lines)

@@ -1,0 +1,33 @@
+"""`flask bench choose-fusion`: the fusion and cascade depth picked from stored development runs by
+the rule in docs/bench/FUSION.md (app/bench/fusion_choice.py). No model call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from flask.cli import with_appcontext
+
+from app.cli.bench import bench_group, require_bench_extras
+
+
+@bench_group.command("choose-fusion")
+@click.option("--run", "runs", multiple=True, required=True, metavar="OUTPUT=DATASET",
+              help="a `bench graph --output` folder and its dataset folder; repeat for each development set")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="settings shown")
+@with_appcontext
+def choose_fusion_command(runs, top) -> None:
+    """Replay a grid of three-signal fusions and cascade depths over stored runs and apply the rule."""
+    require_bench_extras("choose-fusion")
+    from app.bench.fusion_choice import load_run, report
+
+    loaded = []
+    for spec in runs:
+        output, separator, dataset = spec.partition("=")
+        if not separator or not Path(output).is_dir() or not Path(dataset).is_dir():
+            raise click.BadParameter(f"{spec!r}: expected OUTPUT_FOLDER=DATASET_FOLDER, both existing", param_hint="--run")
+        try:
+            loaded.append(load_run(Path(output), Path(dataset)))
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--run") from None
+    click.echo(report(loaded, top))

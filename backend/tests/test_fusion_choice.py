@@ -1,0 +1,73 @@
+"""`flask bench choose-fusion` (app/bench/fusion_choice.py): the rule of docs/bench/FUSION.md applied to
+stored runs. The runs here are hand-made so the right answer is known: in half the queries the relevant
+candidate is last in the first stage, first by cosine, and the judge ties it with a decoy; in the other
+half the judge alone knows it (last by cosine). Only the three signals together find both."""
+
+from __future__ import annotations
+
+import json
+
+from app.bench.fusion_choice import choose_depth, load_run, rank_settings, report
+from app.bench.replay import TRACE_VERSION
+
+
+def _trace(doc_ids, cosine, evidence):
+    count = len(doc_ids)
+    return {"version": TRACE_VERSION, "doc_ids": doc_ids, "first_scores": [1.0 - i / count for i in range(count)],
+            "evidence": evidence, "judged_at_s": [0.1 * (i + 1) for i in range(count)], "by_score": True,
+            "fell_back": False, "cut_short": None, "cosine": cosine}
+
+
+def _run(tmp_path, name):
+    dataset, output = tmp_path / f"{name}-data", tmp_path / name
+    (output / "runs").mkdir(parents=True)
+    dataset.mkdir()
+    queries, qrels, records = [], [], []
+    for q in range(4):
+        docs = [f"q{q}d{i}" for i in range(6)]
+        queries.append(f"q{q}\tquestion {q}")
+        if q % 2 == 0:
+            qrels.append(f"q{q} 0 q{q}d5 1")  # relevant: last in the first stage ...
+            cosine = [0.1, 0.2, 0.3, 0.2, 0.1, 0.9]  # ... first by cosine
+            evidence = [0.2, 0.9, 0.1, 0.1, 0.1, 0.9]  # the judge ties it with a decoy the first stage ranks 2nd
+        else:
+            qrels.append(f"q{q} 0 q{q}d3 1")  # the judge alone knows it; last by cosine
+            cosine = [0.5, 0.6, 0.4, 0.05, 0.3, 0.2]
+            evidence = [0.3, 0.4, 0.2, 0.95, 0.1, 0.1]
+        records.append({"qid": f"q{q}", "trace": _trace(docs, cosine, evidence)})
+    (dataset / "queries.tsv").write_text("\n".join(queries) + "\n")
+    (dataset / "qrels.txt").write_text("\n".join(qrels) + "\n")
+    (output / "runs" / "on-test.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return output, dataset
+
+
+def test_the_rule_picks_a_setting_that_gives_the_cosine_a_share_and_beats_both_baselines(tmp_path):
+    runs = [load_run(*_run(tmp_path, "a")), load_run(*_run(tmp_path, "b"))]
+    rows, baselines = rank_settings(runs)
+    chosen = rows[0]
+    assert chosen.eligible and chosen.replay.cosine_weight > 0 and chosen.margin > 0
+    # The first stage puts the relevant candidate 6th or 4th (MRR 1/6, 1/4); the chosen setting, 1st.
+    assert baselines["a"]["first stage"]["mrr@10"] < 0.25
+    assert baselines["a"]["cosine alone"]["mrr@10"] < 1 and baselines["a"]["baseline"]["mrr@10"] < 1
+    assert all(score["mrr@10"] == 1.0 for score in chosen.scores)
+    # Ties in the margin go to the smaller judge share.
+    tied = [row for row in rows if row.eligible and abs(row.margin - chosen.margin) < 1e-9]
+    assert chosen.replay.weight == min(row.replay.weight for row in tied)
+    depth, table = choose_depth(runs, chosen.replay, baselines)
+    assert depth in {each for each, _, _ in table} | {0}
+    text = report(runs)
+    assert "Chosen: " in text and "| today: linear w=0.7 |" in text
+
+
+def test_the_command_names_a_bad_run_in_one_line(backend, tmp_path):
+    app, _ = backend()
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["bench", "choose-fusion", "--run", str(tmp_path)])
+    assert result.exit_code == 2 and "OUTPUT_FOLDER=DATASET_FOLDER" in result.output
+    empty = tmp_path / "empty"
+    (empty / "runs").mkdir(parents=True)
+    result = runner.invoke(args=["bench", "choose-fusion", "--run", f"{empty}={tmp_path}"])
+    assert result.exit_code == 2 and "no traced reranked records" in result.output
+    output, dataset = _run(tmp_path, "c")
+    result = runner.invoke(args=["bench", "choose-fusion", "--run", f"{output}={dataset}", "--top", "3"])
+    assert result.exit_code == 0 and "Chosen: " in result.output, result.output
