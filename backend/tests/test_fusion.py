@@ -175,8 +175,9 @@ def test_unjudged_candidates_keep_their_place_in_the_cheap_order():
     assert order(fused) == [4, 2, 3, 1, 0]
     assert [hit.judge_score for hit in fused] == [0.9, 0.2, None, None, None]
     assert scores(fused) == sorted(scores(fused), reverse=True)
-    # Judged nothing (a failed call): the cheap order.
-    assert order(fuse(first, {}, method="rrf", weight=0.6, cosine=cosine, cosine_weight=0.4)) == places
+    # Judged nothing (a failed call): the first stage's own order and scores, as with the reranker off.
+    unjudged = fuse(first, {}, method="rrf", weight=0.6, cosine=cosine, cosine_weight=0.4)
+    assert order(unjudged) == [0, 1, 2, 3, 4] and scores(unjudged) == first
 
 
 @pytest.mark.parametrize("weight, cosine_weight", [(0.7, 0.4), (0.5, -0.1), (0.2, 1.1)])
@@ -205,7 +206,8 @@ def test_graph_search_answers_the_fused_order_of_its_own_candidates(backend, scr
     scripted_llm.responder = judge(lambda query, passage: 0.9 - 0.1 * alphabetical.index(passage))
     app, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
                           RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
-                          RERANKER_FUSION=method, RERANKER_FUSION_WEIGHT=0.7)
+                          RERANKER_FUSION=method, RERANKER_FUSION_WEIGHT=0.7,
+                          RERANKER_COSINE_WEIGHT=0)
     outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=4)
     trace = outcome.trace["edges"]
 

@@ -248,7 +248,7 @@ def test_replayed_fusions_equal_the_live_search_and_cost_no_model_call(trec_subs
     scripted_llm.responder = judge(judge_score)
     live = replace(with_model_options(Config.from_env(), base_url=scripted_llm.base_url, model="scripted",
                                       concurrency=2, timeout_s=10, deadline_s=30),
-                   reranker_fusion="rrf", reranker_fusion_weight=0.7)
+                   reranker_fusion="rrf", reranker_fusion_weight=0.7, reranker_cosine_weight=0.0)
     replays = parse_replays("none,rrf:0.7,linear:0.5", 0.5)
     args = graph_args(folder, tmp_path / "out", scripted_llm.base_url, config=live, limit=3, replays=replays,
                       budgets=[1e-6])

@@ -279,8 +279,10 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
 
 def live_settings(on: Config) -> dict:
     """What orders the on phase besides model and strategy: part of its results' key."""
+    cheap = {key: value for key, value in (("cosine", on.reranker_cosine_weight), ("depth", on.reranker_judge_depth))
+             if value}  # only when set, so runs stored before these settings existed keep their key
     return dict(fusion=on.reranker_fusion, weight=on.reranker_fusion_weight, budget=on.reranker_budget_s,
-                trace=TRACE_VERSION)
+                trace=TRACE_VERSION, **cheap)
 
 
 def live_label(strategy_label: str, on: Config) -> str:

@@ -295,7 +295,8 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
         first_stage_size *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
     config = runtime.config
     # The cheap signals order what the judge reads (the cascade) and join the fusion (the cosine).
-    with_cosine = enabled and scope != "nodes" and (config.reranker_cosine_weight > 0 or config.reranker_judge_depth > 0)
+    fuses_cosine = config.reranker_cosine_weight > 0 and config.reranker_fusion != "none"
+    with_cosine = enabled and scope != "nodes" and (fuses_cosine or config.reranker_judge_depth > 0)
     # Embedded once: the first stage's vector half, the neighbourhood's closeness and the cosine use it.
     query_vector = (await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")])
                     if expand or with_cosine else None)

@@ -22,7 +22,8 @@ only encode their order. Ranks are 1-based; ties break by first-stage position.
 
 Candidates the judge did not place (time ran out first, or it was asked about the first few only) keep
 their place in the cheap order (the first stage's own order when the cosine has no share): the judged
-ones are reordered among the places they hold. An unjudged candidate carries the fused score of the hit
+ones are reordered among the places they hold. A call that judged nothing gives the first stage's own
+order and scores, exactly as with the reranker off. An unjudged candidate carries the fused score of the hit
 above it (the best fused score at the top), so scores never rise down the list.
 
 Everything here is pure arithmetic on plain lists, so a benchmark can replay a fusion offline from
@@ -149,10 +150,8 @@ def fuse(
     count = len(first_scores)
     places = cheap_order(first_scores, cosine, method=method, weight=weight, cosine_weight=cosine_weight)
     judged = [position for position in places if position in evidence]
-    if not judged:
-        cheap = incoming_scores(count)
-        return [Fused(position, float(first_scores[position]) if places == list(range(count)) else cheap[place],
-                      None) for place, position in enumerate(places)]
+    if not judged:  # nothing judged (the call failed): exactly the order with the reranker off
+        return [Fused(position, float(score), None) for position, score in enumerate(first_scores)]
     values = fused_values(first_scores, {p: evidence[p] for p in judged}, method=method, weight=weight,
                           by_score=by_score, cosine=cosine, cosine_weight=cosine_weight)
     reordered = sorted(judged, key=lambda position: (-values[position], position))
