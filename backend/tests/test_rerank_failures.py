@@ -231,7 +231,7 @@ def test_no_documents_no_calls(scripted_llm):
 
 
 class ShortestFirst:
-    """The README's example: no model call at all, shortest text first."""
+    """The example in docs/STRATEGIES.md: no model call at all, shortest text first."""
 
     name = "shortest_first"
 
