@@ -127,6 +127,9 @@ def _instructions(raw: str | None) -> str | None:
 class Config:
     # Graph database
     graph_backend: str = "falkordb"
+    # FalkorDB: the semantic half of the first stage reads an HNSW index over the facts' vectors instead
+    # of computing the cosine against every fact (app/graph/vector_index.py). Off until measured at scale.
+    graph_vector_index: bool = False
     # Unset: the app starts its own embedded FalkorDB. May carry a password (redis://:secret@host:6379).
     falkordb_url: str | None = field(default=None, repr=False)
     neo4j_uri: str | None = None  # unset: the app starts its own local Neo4j (app/graph/local_neo4j.py)
@@ -285,6 +288,7 @@ class Config:
         reranker_provider = _choice("RERANKER_PROVIDER", cls.reranker_provider, RERANKER_PROVIDERS)
         return cls(
             graph_backend=_choice("GRAPH_BACKEND", "falkordb", GRAPH_BACKENDS),
+            graph_vector_index=_choice("GRAPH_VECTOR_INDEX", "off", ("on", "off")) == "on",
             falkordb_url=_env("FALKORDB_URL"),
             neo4j_uri=_env("NEO4J_URI"),
             neo4j_user=_env("NEO4J_USER", cls.neo4j_user),

@@ -126,7 +126,8 @@ def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
         cells = [f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f}" for score in row.scores]
         lines.append(f"| {row.replay.label.removeprefix('replay: ')} | " + " | ".join(cells)
                      + f" | {row.margin:+.4f} | {'yes' if row.eligible else 'no'} |")
-    lines += ["", "| judge depth | " + " | ".join(f"{name} nDCG@10 / MRR@10 (share of the gain)" for name in names) + " |",
+    depth_head = " | ".join(f"{name} nDCG@10 / MRR@10 (share of the gain)" for name in names)
+    lines += ["", f"| judge depth | {depth_head} |",
               "|---:|" + "---:|" * len(names)]
     for each, scores, shares in depths:
         lines.append(f"| {each} | " + " | ".join(f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f} ({share:.0%})"

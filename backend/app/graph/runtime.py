@@ -34,6 +34,7 @@ from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
+from app.graph.vector_index import VectorIndexSearch
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
 from app.rerank import provider_for
@@ -104,6 +105,8 @@ class GraphitiRuntime:
         driver = self.graph_drivers.get(graph_id)
         if driver is None:
             driver = self.driver.clone(database=graph_id)
+            if self.config.graph_vector_index:  # the similarity half from the graph's vector index
+                driver.search_interface = VectorIndexSearch(dimension=embedding_dimension(self.config))
             self.graph_drivers[graph_id] = driver
         return driver
 
@@ -216,6 +219,13 @@ def build_llm_client(config: Config):
     from graphiti_core.llm_client.openai_client import OpenAIClient
 
     return OpenAIClient(config=llm_config)
+
+
+def embedding_dimension(config: Config) -> int:
+    """The length of the vectors EMBEDDING_PROVIDER makes."""
+    if config.embedding_provider == "local":
+        return _embedded_module("app.graph.local_embedder").LOCAL_EMBEDDING_DIM
+    return config.embedding_dim
 
 
 def build_embedder(config: Config):

@@ -19,6 +19,7 @@ from neo4j.exceptions import ClientError as Neo4jClientError
 
 from app.graph import graph_locks, neo4j_delete
 from app.graph.timestamps import iso
+from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
         driver = runtime.driver_for(graph_id)
         if runtime.is_falkordb:
             await driver.build_indices_and_constraints()
+            if isinstance(driver.search_interface, VectorIndexSearch):
+                await ensure_vector_index(driver, driver.search_interface.dimension)
     return {"graph_id": rows[0]["graph_id"], "name": rows[0]["name"], "created_at": iso(rows[0]["created_at"])}
 
 

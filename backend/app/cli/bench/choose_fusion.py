@@ -25,7 +25,8 @@ def choose_fusion_command(runs, top) -> None:
     for spec in runs:
         output, separator, dataset = spec.partition("=")
         if not separator or not Path(output).is_dir() or not Path(dataset).is_dir():
-            raise click.BadParameter(f"{spec!r}: expected OUTPUT_FOLDER=DATASET_FOLDER, both existing", param_hint="--run")
+            raise click.BadParameter(f"{spec!r}: expected OUTPUT_FOLDER=DATASET_FOLDER, both existing",
+                                     param_hint="--run")
         try:
             loaded.append(load_run(Path(output), Path(dataset)))
         except ValueError as error:
