@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.conftest import unique_graph_id
+from tests.support.tasks import wait_for_task
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def test_one_short_episode_becomes_entities_through_the_api(backend, local_llm, 
     accepted = client.post(f"/api/graph/{gid}/episodes", json={"text": CHUNK, "name": "advisory"})
     assert accepted.status_code == 202, accepted.get_json()
     assert accepted.get_json()["chunks"] == 1
-    task = _wait_for(client, accepted.get_json()["task_id"])
+    task = wait_for_task(client, accepted.get_json()["task_id"], TASK_DEADLINE_S, poll_s=1.0)
     took = time.monotonic() - started
     logger.info("One %d-character chunk ingested by %s in %.1f s", len(CHUNK), model, took)
 
@@ -50,12 +51,3 @@ def test_one_short_episode_becomes_entities_through_the_api(backend, local_llm, 
     stats = client.get(f"/api/graph/{gid}/stats").get_json()
     assert stats["episodes"] == 1
 
-
-def _wait_for(client, task_id: str) -> dict:
-    deadline = time.monotonic() + TASK_DEADLINE_S
-    while time.monotonic() < deadline:
-        task = client.get(f"/api/tasks/{task_id}").get_json()
-        if task["state"] in ("done", "failed"):
-            return task
-        time.sleep(1.0)
-    pytest.fail(f"ingestion task {task_id} did not finish within {TASK_DEADLINE_S} s")

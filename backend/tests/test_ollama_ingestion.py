@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
-import pytest
-
 from tests.conftest import unique_graph_id
+from tests.support.tasks import wait_for_task
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ def test_an_episode_posted_to_the_api_is_extracted_by_ollama_and_found_by_search
     started = time.monotonic()
     accepted = client.post(f"/api/graph/{gid}/episodes", json={"text": SENTENCE, "name": "utility"})
     assert accepted.status_code == 202, accepted.get_json()
-    task = _wait_for(client, accepted.get_json()["task_id"])
+    task = wait_for_task(client, accepted.get_json()["task_id"], TASK_DEADLINE_S, poll_s=1.0)
     logger.info("One sentence ingested through Ollama (%s) in %.1f s", ollama_model, time.monotonic() - started)
 
     assert task["state"] == "done", task["errors"]
@@ -49,12 +48,3 @@ def test_an_episode_posted_to_the_api_is_extracted_by_ollama_and_found_by_search
     hits = " ".join(node["name"] for node in found.get_json()["nodes"]).lower()
     assert any(word in hits for word in ("mara", "lindqvist", "harbor", "utility")), hits
 
-
-def _wait_for(client, task_id: str) -> dict:
-    deadline = time.monotonic() + TASK_DEADLINE_S
-    while time.monotonic() < deadline:
-        task = client.get(f"/api/tasks/{task_id}").get_json()
-        if task["state"] in ("done", "failed"):
-            return task
-        time.sleep(1.0)
-    pytest.fail(f"ingestion task {task_id} did not finish within {TASK_DEADLINE_S} s")

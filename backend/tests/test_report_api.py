@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from app.report.tool_registry import TOOLS
 from tests.conftest import unique_graph_id
 from tests.support.report_scripts import REPORT_FACTS, as_json, interview_facts, judge_or_chat, purpose
 from tests.support.scripted_llm import ScriptedLLMServer
+from tests.support.tasks import wait_for_task
 
 
 def chat_for_api(messages, body):
@@ -151,16 +151,6 @@ def test_the_model_and_the_api_know_the_same_tools_with_the_same_arguments(api):
             agent._action_of(json.dumps({"action": "tool", "tool": name, "arguments": {**call, "unknown": 1}}))
         assert str(problem.value) == refused and f"allowed: {list(params)}" in refused
     agent.close()
-
-
-def wait_for_task(client, task_id, timeout_s=60.0) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        task = client.get(f"/api/tasks/{task_id}").get_json()
-        if task["state"] in ("done", "failed"):
-            return task
-        time.sleep(0.05)
-    raise AssertionError("report task did not finish")
 
 
 def test_a_report_from_request_to_markdown(api):
