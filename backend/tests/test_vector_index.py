@@ -63,6 +63,15 @@ def test_the_index_is_made_with_the_graph_and_answers_the_exact_nearest_facts(ba
         deeper = run_on_loop(nearest_facts(exact(driver), vector, k, search_utils.DEFAULT_MIN_SCORE), timeout=60)
         assert [edge.uuid for edge in deeper] == _exact_nearest(driver, vector, k)
 
+    # Graphiti's min_score reads the cosine mapped onto [0, 1]; a floor that cuts the top 20 in two keeps
+    # the same facts on both paths.
+    rows = run_on_loop(exact(driver).execute_query(
+        "MATCH ()-[e:RELATES_TO]->() RETURN e.uuid AS uuid, (2 - vec.cosineDistance(e.fact_embedding, vecf32($v))) / 2 "
+        "AS score ORDER BY score DESC LIMIT 20", v=vector), timeout=30)[0]
+    floor = (rows[9]["score"] + rows[10]["score"]) / 2
+    cut = run_on_loop(nearest_facts(exact(driver), vector, 20, floor), timeout=60)
+    assert [edge.uuid for edge in cut] == [row["uuid"] for row in rows[:10]]
+
     # Graph search through the hook gives the same first stage as without the index. Each runs on a
     # restarted database: right after an import the full-text index still holds replaced postings.
     _, plain_client = backend(GRAPH_VECTOR_INDEX="off", RERANKER_PROVIDER="none")

@@ -14,7 +14,9 @@ filters or endpoints, to Graphiti's own code on a copy of the driver without the
 is still building the index (after its creation, or after a restart) the query is refused; the search
 then takes the exact path, so a graph never answers with facts missing.
 
-FalkorDB answers cosine distance (1 - cosine); Graphiti's `min_score` is a cosine, applied the same.
+The index answers cosine distance d = 1 - cosine; Graphiti's exact path scores a fact (2 - d) / 2, the
+cosine mapped onto [0, 1], and keeps those at `min_score` or above. The index's hits are scored and
+kept the same way.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class VectorIndexSearch(SearchInterface):
 async def nearest_facts(driver, vector: list[float], limit: int, min_score: float) -> list[EntityEdge]:
     """The graph's `limit` facts nearest `vector` by the index, at least `min_score` cosine, nearest first."""
     records, _, _ = await driver.execute_query(NEAREST_QUERY, k=limit, vector=list(vector))
-    kept = [record["uuid"] for record in records if 1.0 - float(record["score"]) >= min_score]
+    kept = [record["uuid"] for record in records if (2.0 - float(record["score"])) / 2.0 >= min_score]
     if not kept:
         return []
     by_uuid = {edge.uuid: edge for edge in await EntityEdge.get_by_uuids(driver, kept)}
