@@ -34,7 +34,7 @@ from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
-from app.graph.vector_index import VectorIndexSearch
+from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
 from app.rerank import provider_for
@@ -282,6 +282,9 @@ async def _start_database(config: Config, graphiti_parts: dict) -> tuple[Graphit
         graphiti = Graphiti(graph_driver=driver, **graphiti_parts)
         await graphiti.build_indices_and_constraints()
         await graph_store.build_registry_schema(driver)
+        if config.graph_vector_index and config.graph_backend == "neo4j":  # one index for every graph
+            driver.search_interface = VectorIndexSearch(dimension=embedding_dimension(config))
+            await ensure_vector_index(driver, driver.search_interface.dimension)
         return graphiti, embedded
     except BaseException as error:
         await _discard(driver, embedded)

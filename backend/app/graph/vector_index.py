@@ -1,22 +1,25 @@
-"""A vector index under the semantic half of the first stage (FalkorDB, GRAPH_VECTOR_INDEX=on).
+"""A vector index under the semantic half of the first stage (GRAPH_VECTOR_INDEX=on).
 
 Graphiti's edge similarity search computes the cosine between the query and every fact of the graph
-in Cypher, so the first stage grows linearly with the graph. FalkorDB keeps an HNSW index over a
-relationship property (`CREATE VECTOR INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding)`), and each
-graph of ours is a FalkorDB graph of its own, so an index answers one graph's nearest facts without
-reading other graphs' and without over-fetching.
+in Cypher, so the first stage grows linearly with the graph. Both databases keep an HNSW index over a
+relationship property; `VectorIndexSearch`, set as the driver's `search_interface` (Graphiti's search
+hook), answers the edge similarity search from it and hands every other search, and any similarity
+search with filters or endpoints, to Graphiti's own code on a copy of the driver without the hook.
 
-The index is created beside Graphiti's own indexes (`ensure_vector_index`, at a graph's creation and
-for every existing graph when a search first meets it) and is read through Graphiti's search hook:
-`VectorIndexSearch` is set as the per-graph driver's `search_interface`. It answers the edge
-similarity search from the index and hands every other search, and any similarity search with
-filters or endpoints, to Graphiti's own code on a copy of the driver without the hook. While FalkorDB
-is still building the index (after its creation, or after a restart) the query is refused; the search
-then takes the exact path, so a graph never answers with facts missing.
+- FalkorDB: each graph of ours is a FalkorDB graph with its own index, so the index's `limit`
+  nearest facts are the graph's.
+- Neo4j: one index holds every graph's facts. The nearest facts of other graphs take slots, so the
+  index is asked for more than `limit` (OVERFETCH times, doubled while the graph's facts fall short
+  and more could qualify, up to MAX_ASKED), then filtered by group_id. A graph that still falls short
+  is answered by the exact path, never with facts missing.
 
-The index answers cosine distance d = 1 - cosine; Graphiti's exact path scores a fact (2 - d) / 2, the
-cosine mapped onto [0, 1], and keeps those at `min_score` or above. The index's hits are scored and
-kept the same way.
+The index is created beside Graphiti's own indexes (at a graph's creation on FalkorDB, at start on
+Neo4j, and on the first search that finds none). While the database is still building it (after its
+creation, or a restart) the search takes the exact path.
+
+Scores are Graphiti's: the cosine mapped onto [0, 1] ((1 + cosine) / 2; FalkorDB's index answers the
+cosine distance d = 1 - cosine, so (2 - d) / 2; Neo4j's answers that value itself), kept at
+`min_score` or above, as the exact path keeps them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import copy
 import logging
 from typing import Any
 
+from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.driver.search_interface.search_interface import SearchInterface
 from graphiti_core.edges import EntityEdge
 from graphiti_core.search import search_utils
@@ -32,35 +36,52 @@ from graphiti_core.search.search_filters import SearchFilters
 
 logger = logging.getLogger(__name__)
 
-OPERATIONAL = "OPERATIONAL"
-INDEXES_QUERY = "CALL db.indexes() YIELD label, types, entitytype, status RETURN label, types, entitytype, status"
-NEAREST_QUERY = ("CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, vecf32($vector)) "
-                 "YIELD relationship, score RETURN relationship.uuid AS uuid, score")
+NEO4J_INDEX = "fact_embedding_vectors"
+OVERFETCH = 4  # Neo4j: first ask for this many times `limit`
+MAX_ASKED = 4096  # Neo4j: beyond this many index hits, the exact path is cheaper anyway
+
+FALKORDB_STATE_QUERY = ("CALL db.indexes() YIELD label, types, entitytype, status "
+                        "RETURN label, types, entitytype, status")
+FALKORDB_NEAREST_QUERY = (
+    "CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, vecf32($vector)) "
+    "YIELD relationship, score RETURN relationship.uuid AS uuid, (2 - score) / 2 AS score")
+NEO4J_STATE_QUERY = "SHOW INDEXES YIELD name, state WHERE name = $name RETURN state"
+NEO4J_NEAREST_QUERY = (
+    "CALL db.index.vector.queryRelationships($name, $k, $vector) YIELD relationship, score "
+    "RETURN relationship.uuid AS uuid, relationship.group_id AS group_id, score")
 
 
-def create_query(dimension: int) -> str:
+def create_query(provider: GraphProvider, dimension: int) -> str:
     # DDL takes no parameters; the dimension is an int from the settings.
-    return ("CREATE VECTOR INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) "
-            f"OPTIONS {{dimension: {int(dimension)}, similarityFunction: 'cosine'}}")
+    if provider == GraphProvider.FALKORDB:
+        return ("CREATE VECTOR INDEX FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) "
+                f"OPTIONS {{dimension: {int(dimension)}, similarityFunction: 'cosine'}}")
+    return (f"CREATE VECTOR INDEX {NEO4J_INDEX} IF NOT EXISTS FOR ()-[e:RELATES_TO]-() ON (e.fact_embedding) "
+            f"OPTIONS {{indexConfig: {{`vector.dimensions`: {int(dimension)}, "
+            "`vector.similarity_function`: 'cosine'}}")
 
 
 async def index_state(driver) -> str | None:
-    """The fact vector index's status ('OPERATIONAL', or '[Indexing] n/m: UNDER CONSTRUCTION'); None
-    when the graph has none."""
-    records, _, _ = await driver.execute_query(INDEXES_QUERY)
-    for record in records:
-        types = record["types"] or {}
-        if (record["label"] == "RELATES_TO" and record["entitytype"] == "RELATIONSHIP"
-                and "VECTOR" in (types.get("fact_embedding") or [])):
-            return record["status"]
-    return None
+    """'ready', 'building' or None (no index) for the fact vector index the driver's searches read."""
+    if driver.provider == GraphProvider.FALKORDB:
+        records, _, _ = await driver.execute_query(FALKORDB_STATE_QUERY)
+        for record in records:
+            types = record["types"] or {}
+            if (record["label"] == "RELATES_TO" and record["entitytype"] == "RELATIONSHIP"
+                    and "VECTOR" in (types.get("fact_embedding") or [])):
+                return "ready" if record["status"] == "OPERATIONAL" else "building"
+        return None
+    records, _, _ = await driver.execute_query(NEO4J_STATE_QUERY, name=NEO4J_INDEX)
+    if not records:
+        return None
+    return "ready" if records[0]["state"] == "ONLINE" else "building"
 
 
 async def ensure_vector_index(driver, dimension: int) -> None:
-    """Create the graph's fact vector index unless it has one; FalkorDB builds it in the background."""
+    """Create the fact vector index unless there is one; the database builds it in the background."""
     if await index_state(driver) is None:
-        await driver.execute_query(create_query(dimension))
-        logger.info("Vector index over a graph's facts created (%d-d, cosine); FalkorDB builds it now", dimension)
+        await driver.execute_query(create_query(driver.provider, dimension))
+        logger.info("Vector index over the facts created (%d-d, cosine); the database builds it now", dimension)
 
 
 def exact(driver):
@@ -82,7 +103,9 @@ class VectorIndexSearch(SearchInterface):
         plain = exact(driver)
         unfiltered = source_node_uuid is None and target_node_uuid is None and search_filter == SearchFilters()
         if unfiltered and await self._index_ready(plain):
-            return await nearest_facts(plain, search_vector, limit, min_score)
+            found = await nearest_facts(plain, search_vector, limit, min_score, group_ids)
+            if found is not None:
+                return found
         return await search_utils.edge_similarity_search(plain, search_vector, source_node_uuid, target_node_uuid,
                                                          search_filter, group_ids, limit, min_score)
 
@@ -91,7 +114,7 @@ class VectorIndexSearch(SearchInterface):
             state = await index_state(driver)
             if state is None:
                 await ensure_vector_index(driver, self.dimension)
-            self.ready = state == OPERATIONAL
+            self.ready = state == "ready"
         return self.ready
 
     async def edge_fulltext_search(self, driver, *args: Any, **kwargs: Any):
@@ -107,11 +130,30 @@ class VectorIndexSearch(SearchInterface):
         return await search_utils.episode_fulltext_search(exact(driver), *args, **kwargs)
 
 
-async def nearest_facts(driver, vector: list[float], limit: int, min_score: float) -> list[EntityEdge]:
-    """The graph's `limit` facts nearest `vector` by the index, at least `min_score` cosine, nearest first."""
-    records, _, _ = await driver.execute_query(NEAREST_QUERY, k=limit, vector=list(vector))
-    kept = [record["uuid"] for record in records if (2.0 - float(record["score"])) / 2.0 >= min_score]
-    if not kept:
-        return []
-    by_uuid = {edge.uuid: edge for edge in await EntityEdge.get_by_uuids(driver, kept)}
-    return [by_uuid[uuid] for uuid in kept if uuid in by_uuid]
+async def nearest_facts(driver, vector: list[float], limit: int, min_score: float,
+                        group_ids: list[str] | None = None) -> list[EntityEdge] | None:
+    """The `limit` facts nearest `vector` by the index, scored at least `min_score`, nearest first;
+    None when the index cannot tell them without reading too much (Neo4j: take the exact path)."""
+    uuids = await _nearest_uuids(driver, list(vector), limit, min_score, group_ids)
+    if not uuids:
+        return uuids
+    by_uuid = {edge.uuid: edge for edge in await EntityEdge.get_by_uuids(driver, uuids)}
+    return [by_uuid[uuid] for uuid in uuids if uuid in by_uuid]
+
+
+async def _nearest_uuids(driver, vector, limit, min_score, group_ids) -> list[str] | None:
+    if driver.provider == GraphProvider.FALKORDB:  # one index per graph: its hits are the graph's
+        records, _, _ = await driver.execute_query(FALKORDB_NEAREST_QUERY, k=limit, vector=vector)
+        return [record["uuid"] for record in records if record["score"] >= min_score]
+    asked = limit * OVERFETCH
+    while True:
+        records, _, _ = await driver.execute_query(NEO4J_NEAREST_QUERY, name=NEO4J_INDEX, k=asked, vector=vector)
+        qualifying = [record for record in records if record["score"] >= min_score]
+        kept = [record["uuid"] for record in qualifying if group_ids is None or record["group_id"] in group_ids]
+        # Enough of the graph's own, or nothing further down could qualify: the answer is complete.
+        if len(kept) >= limit or len(qualifying) < len(records) or len(records) < asked:
+            return kept[:limit]
+        if asked >= MAX_ASKED:
+            logger.debug("Vector index: %d of %d hits asked were the graph's; exact path", len(kept), asked)
+            return None
+        asked = min(asked * 2, MAX_ASKED)
