@@ -16,7 +16,7 @@ import pytest
 
 from dataclasses import replace
 
-from app.bench.datasets import load_dataset
+from app.bench.datasets import DatasetError, load_dataset
 from app.bench.graph_bench import (
     GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, select_queries, split_sentences,
 )
@@ -118,6 +118,13 @@ def test_claims_are_searched_off_and_on_and_mapped_back_to_abstract_ids(subset, 
     report = run_graph_bench(graph_args(folder, tmp_path / "out", scripted_llm.base_url, report_only=True, yes=False,
                                         confirm_above=0), echo=lines.append)
     assert scripted_llm.count == calls and report["strategies"]["reranker off"]["ndcg@10"] == off["ndcg@10"]
+    # Other settings key other results: nothing to report, and the stored report is left as it is.
+    written = (tmp_path / "out" / "results.json").read_text()
+    other = replace(graph_args(folder, tmp_path / "out", scripted_llm.base_url).config, reranker_fusion_weight=0.3)
+    with pytest.raises(DatasetError, match="no claim .* is finished"):
+        run_graph_bench(graph_args(folder, tmp_path / "out", scripted_llm.base_url, report_only=True, config=other),
+                        echo=lines.append)
+    assert (tmp_path / "out" / "results.json").read_text() == written
 
 
 def test_abstracts_become_title_and_sentence_facts_tagged_with_their_id():

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.bench.datasets import Dataset, iter_corpus, load_dataset
+from app.bench.datasets import Dataset, DatasetError, iter_corpus, load_dataset
 from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
 from app.bench.metrics import percentile
 from app.bench.progress import ProgressBar
@@ -249,6 +249,12 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
     total_calls = sum(calls for calls, _, _ in estimate.values())
     if args.report_only:
         finished = finished_by_all(claims, stores)
+        if not finished:  # the stored results are keyed by these settings: rewriting them with nothing helps no one
+            raise DatasetError(
+                f"--report-only: no claim of {args.output} is finished with the reranker off and on under these "
+                f"settings (model, strategy, RERANKER_CANDIDATES, RERANKER_MAX_PARALLEL, RERANKER_FUSION, "
+                f"RERANKER_FUSION_WEIGHT, RERANKER_BUDGET_S, RERANKER_COSINE_WEIGHT, RERANKER_JUDGE_DEPTH); "
+                f"use the run's own, as its results.md records them")
         echo(f"Report only: {len(finished)} of {len(claims)} claims are finished with the reranker off and on.")
         results = build_results(args, dataset, finished, stores, estimate, graph_id, abstracts, len(facts), on)
         write_reports(results, args.output)
