@@ -25,7 +25,6 @@ and every query where the replay differs from what search answered is counted (`
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -362,7 +361,7 @@ def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, 
     live = Replay(on.reranker_fusion, on.reranker_fusion_weight, None, on.reranker_cosine_weight,
                   on.reranker_judge_depth)
     mismatches = [r["qid"] for r in traced if fused_ranking(r["trace"], live, args.limit) != r["ranking"]]
-    budgets = [dataclasses.replace(live, budget_s=budget) for budget in args.budgets]
+    budgets = [replace(live, budget_s=budget) for budget in args.budgets]
     for replay in [*args.replays, *budgets]:
         strategies[replay.label], per_query[replay.label] = _aggregate(
             replayed_records(traced, replay, args.limit), dataset, 0)

@@ -129,16 +129,14 @@ def fused_ranking(trace: dict, replay: Replay, limit: int) -> list[str]:
     return doc_ranking(trace["doc_ids"], [hit.position for hit in fused[:limit]])
 
 
-def judged_within(trace: dict, budget_s: float | None) -> int:
-    return len(evidence_of(trace, budget_s)) if budget_s is not None else sum(
-        1 for seconds in trace["judged_at_s"] if seconds is not None)
-
-
 def judged_in(trace: dict, replay: Replay) -> int:
-    """How many candidates the judge would have judged under this replay."""
-    judged = judged_within(trace, replay.budget_s)
+    """How many candidates the judge would have judged under this replay: those judged within the
+    budget, among the ones a cascade asks about."""
     asked = asked_positions(trace, replay)
-    return judged if asked is None else min(judged, len(asked))
+    judged_at = trace["judged_at_s"]
+    return sum(1 for position, seconds in enumerate(judged_at)
+               if seconds is not None and (replay.budget_s is None or seconds <= replay.budget_s)
+               and (asked is None or position in asked))
 
 
 def cosine_ranking(trace: dict, limit: int) -> list[str]:

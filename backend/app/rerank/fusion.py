@@ -121,14 +121,10 @@ def cheap_order(first_scores: Sequence[float], cosine: Sequence[float] | None, *
     count = len(first_scores)
     if cosine is None or cosine_weight <= 0 or method == "none":
         return list(range(count))
-    share = cosine_weight / (1 - weight) if weight < 1 else 1.0
-    if method == "rrf":
-        by_cosine = cosine_ranks(cosine)
-        values = {p: share / (RRF_K + by_cosine[p]) + (1 - share) / (RRF_K + p + 1) for p in range(count)}
-    else:
-        near = min_max(dict(enumerate(float(value) for value in cosine)))
-        first = min_max(dict(enumerate(float(score) for score in first_scores)))
-        values = {p: share * near[p] + (1 - share) * first[p] for p in range(count)}
+    share = min(1.0, cosine_weight / (1 - weight)) if weight < 1 else 1.0  # float division may pass 1
+    # The two-signal fusion of the first stage with the cosine read as the evidence of every position.
+    values = fused_values(first_scores, dict(enumerate(float(value) for value in cosine)), method=method,
+                          weight=share, by_score=True)
     return sorted(range(count), key=lambda position: (-values[position], position))
 
 
