@@ -370,7 +370,7 @@ def test_breaker_opens_skips_the_model_and_closes_after_recovery(scripted_llm, c
 
 
 def test_the_breaker_opens_and_cached_calls_are_still_served(scripted_llm, caplog):
-    """A call whose every score is cached needs no model, so an open breaker does not stop it (guarded.py)."""
+    """A call whose every score is cached needs no model, so an open breaker does not stop it (the guard)."""
     scripted_llm.responder = scored_by(SCRIPT)
     reranker = make_reranker(scripted_llm.base_url, breaker_threshold=2, breaker_cooldown_s=600)
     cached = list(SCRIPT)

@@ -167,7 +167,7 @@ def test_the_front_door_check_can_fail():
     assert past_front_doors({
         "app.graph.search": {"app.rerank", "app.rerank.fusion"},
         "app.bench.runner": {"app.rerank.strategies.registry"},
-        "app.rerank.guarded": {"app.rerank.fusion"},  # inside the package: its own business
+        "app.rerank.cross_encoder": {"app.rerank.fusion"},  # inside the package: its own business
         "app.api.health": {"app.rerank"},
     }) == ["app.bench.runner -> app.rerank.strategies.registry", "app.graph.search -> app.rerank.fusion"]
     # `from ..rerank import fusion` (a submodule taken from the package) goes past the door too.
@@ -249,7 +249,7 @@ def test_the_layer_check_catches_upward_and_hidden_imports():
     """The check above is only worth something if it can fail: the loop this layout removed
     (rerank resources importing the graph runtime inside a function) is what it must catch."""
     assert upward_imports({"app.rerank.factory": {"app.graph.runtime"}}) == ["app.rerank.factory -> app.graph.runtime"]
-    assert upward_imports({"app.graph.search": {"app.report.tools", "app.rerank.guarded"}}) == [
+    assert upward_imports({"app.graph.search": {"app.report.tools", "app.rerank.cross_encoder"}}) == [
         "app.graph.search -> app.report.tools"]
     assert upward_imports({"app.cli.demo": {"app.api.graph"}}) == []  # entry points sit above the layers
     assert upward_imports({"app.graph.store": {"app"}}) == ["app.graph.store -> app"]  # app/__init__ is an entry
@@ -291,13 +291,13 @@ def test_the_function_local_import_check_can_fail():
         "            from . import judge\n"
         "        import app.rerank.factory\n"
     )
-    assert function_local_app_imports("app.rerank.guarded", source) == [
-        "app.rerank.guarded:5 -> app.graph.runtime",
-        "app.rerank.guarded:9 -> app.rerank",
-        "app.rerank.guarded:9 -> app.rerank.judge",
-        "app.rerank.guarded:10 -> app.rerank.factory",
+    assert function_local_app_imports("app.rerank.cross_encoder", source) == [
+        "app.rerank.cross_encoder:5 -> app.graph.runtime",
+        "app.rerank.cross_encoder:9 -> app.rerank",
+        "app.rerank.cross_encoder:9 -> app.rerank.judge",
+        "app.rerank.cross_encoder:10 -> app.rerank.factory",
     ]
-    assert function_local_app_imports("app.rerank.guarded", "from app.config import Config\n") == []
+    assert function_local_app_imports("app.rerank.cross_encoder", "from app.config import Config\n") == []
 
 
 def test_the_private_name_check_can_fail():

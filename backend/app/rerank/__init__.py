@@ -10,9 +10,9 @@ The path beneath: `providers.py` maps each RERANKER_PROVIDER to what it builds (
 `OllamaReranker`, the LLM judge running RERANKER_STRATEGY on the shared `judge.LLMJudge`;
 `rerank_api`: `RerankApiReranker`, a dedicated reranker behind POST /rerank; `none`:
 `PassthroughReranker`), from the process-wide pieces it keeps beside them. Every model-backed reranker
-runs inside `guarded.py` (budget, deadline, breaker, fallback) and answers by position with a
-`Judgement` (`judgement.py`); Graphiti's `CrossEncoderClient.rank` is a thin adapter on top
-(`cross_encoder.py`). Every order made from a judgement is made in `fusion.py`.
+runs inside the guard of `cross_encoder.py` (`GuardedReranker`: budget, deadline, breaker, fallback)
+and answers by position with a `Judgement` (`judgement.py`); Graphiti's `CrossEncoderClient.rank` is
+a thin adapter on top, in the same module. Every order made from a judgement is made in `fusion.py`.
 
 /api/rerank runs the strategies on documents with ids: `rerank(query, documents, provider=judge,
 strategy=...)` answers a `RerankOutcome` of `RerankResult`s (`strategy_run.py`).

@@ -4,7 +4,7 @@ It owns everything that touches the model server: the `AsyncOpenAI` client (per-
 no SDK retries), the process-wide bound on concurrent model requests, deterministic sampling,
 yes/no logprob, graded and JSON scoring (`score`), free-form answers for the multi-passage
 strategies (`complete`), the score cache and the counters. Ranking policy (order, fallbacks,
-deadline, breaker) belongs to the strategies and to app/rerank/guarded.py.
+deadline, breaker) belongs to the strategies and to the guard in app/rerank/cross_encoder.py.
 
 Nothing here does network I/O before the first request, so an app can start with the server down.
 Errors surface as `JudgeError`, whose text never contains the API key.

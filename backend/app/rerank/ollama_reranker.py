@@ -2,8 +2,8 @@
 
 `OllamaReranker(judge, strategy=...)` runs one reranking strategy (pointwise by default: one request
 per distinct passage, concurrently under the judge's process-wide bound) on the shared `LLMJudge`,
-inside the deadline / breaker / fallback wrapper of app/rerank/guarded.py. Passages come back byte
-for byte, each exactly once (duplicates too), best first, every score > 0.
+inside the deadline / breaker / fallback guard of app/rerank/cross_encoder.py. Passages come back
+byte for byte, each exactly once (duplicates too), best first, every score > 0.
 
 Scores: pointwise returns the judge's relevance (floored at SCORE_FLOOR); a passage whose own
 request failed sits below every scored one, failed ones keeping their incoming order. The other
@@ -21,7 +21,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from app.rerank.guarded import GuardedReranker
+from app.rerank.cross_encoder import GuardedReranker
 from app.rerank.judge import LLMJudge
 from app.rerank.judgement import SCORE_FLOOR
 from app.rerank.strategies.base import strategy_name

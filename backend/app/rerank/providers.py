@@ -50,7 +50,7 @@ from app.rerank.strategies.registry import strategy_from_config
 
 
 _lock = threading.Lock()
-# The settings of the deadline / breaker / fallback wrapper (app/rerank/guarded.py) every reranker takes.
+# The settings of the deadline / breaker / fallback guard (app/rerank/cross_encoder.py) every reranker takes.
 _GUARD_SETTINGS = ("deadline_s", "budget_s", "breaker_threshold", "breaker_cooldown_s")
 # What each shared_* function built last, with the settings it was built from.
 _shared: dict[str, tuple[tuple, Any]] = {}
@@ -87,7 +87,7 @@ def shared_judge(config: Config) -> LLMJudge:
 
 
 def guard_settings(config: Config) -> dict[str, Any]:
-    """The deadline / budget / breaker settings every reranker's wrapper (app/rerank/guarded.py) takes."""
+    """The deadline / budget / breaker settings every reranker's guard (app/rerank/cross_encoder.py) takes."""
     return _settings(config, *_GUARD_SETTINGS)
 
 
