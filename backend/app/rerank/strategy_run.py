@@ -1,5 +1,8 @@
 """The strategy runner, `rerank()`: validate, run a strategy on the shared judge, type failures.
 
+Each call wraps the judge in its own `JudgeCall` (app/rerank/strategies/base.py: per-call counts,
+typed errors, the strict/lenient unit policy, the context guard) and hands that to the strategy.
+
     outcome = await rerank("where is the tower?", ["Paris ...", "Berlin ..."], provider=judge,
                            strategy="listwise", top_k=5)
     outcome.results  # RerankResult, best first;  outcome.dropped (mmr);  outcome.calls
@@ -21,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.rerank.judge import JudgeError
-from app.rerank.judge_call import JudgeCall, typed_error
-from app.rerank.strategies.base import estimated_calls, fill_rank_scores, run_strategy, strategy_name
+from app.rerank.strategies.base import (
+    JudgeCall, estimated_calls, fill_rank_scores, run_strategy, strategy_name, typed_error,
+)
 from app.rerank.strategies.registry import get_strategy
 from app.rerank.types import (
     Document, InvalidRerankInputError, RerankError, RerankResult, RerankStrategyError, as_documents, check_documents,

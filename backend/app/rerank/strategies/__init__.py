@@ -5,7 +5,7 @@
     strategy.estimate_calls(50)  # -> 5, known before anything is spent
 
 Run one through `app.rerank.rerank` (app/rerank/strategy_run.py), which validates the input,
-wraps the shared judge in a per-call `JudgeCall` and types every failure.
+wraps the shared judge in a per-call `JudgeCall` (base.py) and types every failure.
 """
 
 from app.rerank.strategies.base import RerankStrategy

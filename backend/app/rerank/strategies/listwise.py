@@ -11,10 +11,9 @@ from __future__ import annotations
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from collections.abc import Sequence
 
-from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import ListAnswer, listwise_answer
 from app.rerank.strategies.base import (
-    check_count, judge_call_for, longest_id, results_in_order, shown_texts,
+    JudgeCall, check_count, judge_call_for, longest_id, results_in_order, shown_texts,
 )
 from app.rerank.strategies.strategy_prompts import listwise_messages
 from app.rerank.types import Document, RerankError, RerankResult

@@ -19,10 +19,9 @@ from __future__ import annotations
 import asyncio
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from app.rerank.judge_call import JudgeCall
 from app.rerank.strategies.answer_parsing import pairwise_answer
 from app.rerank.strategies.base import (
-    check_count, first_failure, judge_call_for, results_in_order, shown_texts,
+    JudgeCall, check_count, first_failure, judge_call_for, results_in_order, shown_texts,
 )
 from app.rerank.strategies.strategy_prompts import pairwise_messages
 from app.rerank.types import Document, RerankError, RerankResult
