@@ -6,8 +6,10 @@ relationship property; `VectorIndexSearch`, set as the driver's `search_interfac
 hook), answers the edge similarity search from it and hands every other search, and any similarity
 search with filters or endpoints, to Graphiti's own code on a copy of the driver without the hook.
 
-- FalkorDB: each graph of ours is a FalkorDB graph with its own index, so the index's `limit`
-  nearest facts are the graph's.
+- FalkorDB: each graph of ours is a FalkorDB graph with its own index, so the index's hits are the
+  graph's. After the database reloads a graph from disk its index answers each fact twice (and
+  deduplicates, so k hits are fewer than k facts): the index is asked for twice `limit`, and more
+  while fewer come back and more could.
 - Neo4j: one index holds every graph's facts. The nearest facts of other graphs take slots, so the
   index is asked for more than `limit` (OVERFETCH times, doubled while the graph's facts fall short
   and more could qualify, up to MAX_ASKED), then filtered by group_id. A graph that still falls short
@@ -38,7 +40,11 @@ logger = logging.getLogger(__name__)
 
 NEO4J_INDEX = "fact_embedding_vectors"
 OVERFETCH = 4  # Neo4j: first ask for this many times `limit`
-MAX_ASKED = 4096  # Neo4j: beyond this many index hits, the exact path is cheaper anyway
+# FalkorDB: first ask for twice `limit`. FalkorDB 1.4.1 holds each fact twice in a relationship vector
+# index it rebuilt while loading a graph from disk, and answers k hits as k/2 distinct facts; facts
+# written since count once (measured: after a restart, k=20 gave 10 facts, k=40 the exact top 20).
+FALKORDB_OVERFETCH = 2
+MAX_ASKED = 4096  # beyond this many index hits, the exact path is cheaper anyway
 
 FALKORDB_STATE_QUERY = ("CALL db.indexes() YIELD label, types, entitytype, status "
                         "RETURN label, types, entitytype, status")
@@ -142,18 +148,26 @@ async def nearest_facts(driver, vector: list[float], limit: int, min_score: floa
 
 
 async def _nearest_uuids(driver, vector, limit, min_score, group_ids) -> list[str] | None:
-    if driver.provider == GraphProvider.FALKORDB:  # one index per graph: its hits are the graph's
-        records, _, _ = await driver.execute_query(FALKORDB_NEAREST_QUERY, k=limit, vector=vector)
-        return [record["uuid"] for record in records if record["score"] >= min_score]
-    asked = limit * OVERFETCH
+    """Asks the index for more than `limit` and doubles while too few of the graph's facts come back
+    and more could: on FalkorDB a reloaded graph's facts each take two of the index's hits; on Neo4j
+    other graphs' facts take slots. None: the index cannot tell without reading too much."""
+    falkordb = driver.provider == GraphProvider.FALKORDB
+    asked, answered_before = limit * (FALKORDB_OVERFETCH if falkordb else OVERFETCH), -1
     while True:
-        records, _, _ = await driver.execute_query(NEO4J_NEAREST_QUERY, name=NEO4J_INDEX, k=asked, vector=vector)
+        if falkordb:  # one index per graph: its hits are the graph's
+            records, _, _ = await driver.execute_query(FALKORDB_NEAREST_QUERY, k=asked, vector=vector)
+        else:
+            records, _, _ = await driver.execute_query(NEO4J_NEAREST_QUERY, name=NEO4J_INDEX, k=asked, vector=vector)
+        records = sorted(records, key=lambda record: -record["score"])
         qualifying = [record for record in records if record["score"] >= min_score]
-        kept = [record["uuid"] for record in qualifying if group_ids is None or record["group_id"] in group_ids]
-        # Enough of the graph's own, or nothing further down could qualify: the answer is complete.
-        if len(kept) >= limit or len(qualifying) < len(records) or len(records) < asked:
+        kept = list(dict.fromkeys(record["uuid"] for record in qualifying
+                                  if falkordb or group_ids is None or record["group_id"] in group_ids))
+        # Enough of the graph's own, or nothing further down could qualify, or the index has no more
+        # (Neo4j answers fewer than asked; FalkorDB, whose answer is deduplicated, no more than before).
+        exhausted = len(records) == answered_before or (not falkordb and len(records) < asked)
+        if len(kept) >= limit or len(qualifying) < len(records) or exhausted:
             return kept[:limit]
         if asked >= MAX_ASKED:
-            logger.debug("Vector index: %d of %d hits asked were the graph's; exact path", len(kept), asked)
+            logger.debug("Vector index: %d of the graph's facts in %d hits asked; exact path", len(kept), asked)
             return None
-        asked = min(asked * 2, MAX_ASKED)
+        asked, answered_before = min(asked * 2, MAX_ASKED), len(records)
