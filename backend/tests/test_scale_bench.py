@@ -89,3 +89,20 @@ def test_a_judge_needs_both_url_and_model(tmp_path):
     result, _ = _scale(tmp_path, "--sizes", "5", "--base-url", "http://127.0.0.1:9/v1")
 
     assert result.exit_code == 2 and "both --base-url and --model" in result.output
+
+
+def test_with_the_vector_index_each_size_is_also_searched_exactly_and_its_recall_measured(tmp_path):
+    result, out = _scale(tmp_path, "--sizes", "60", "--sensors", "6", "--searches", "3", "--vector-index")
+
+    assert result.exit_code == 0, result.output
+    step = json.loads((out / "results.json").read_text())["steps"][0]
+    exact = step["exact"]
+    assert exact["first_stage"]["requests"] == 3 and exact["first_stage"]["errors"] == 0, exact
+    # 60 facts, reloaded from disk before the recall: the index (approximate) finds nearly all of the
+    # exact nearest 20 of each query; a reloaded index read as it answers gave 0.5 here.
+    recall = exact["recall"]
+    assert recall["k"] == 20 and recall["queries"] == 40
+    assert 0.95 <= recall["mean"] <= 1 and 0.9 <= recall["min"] <= recall["mean"] <= recall["as_near_as_exact"], recall
+    assert step["app_start_s"] > 0 and exact["app_start_s"] > 0
+    table = (out / "results.md").read_text()
+    assert "exact cosine" in table and f"| {recall['mean']:.3f} ({recall['as_near_as_exact']:.3f}) |" in table

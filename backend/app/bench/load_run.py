@@ -35,15 +35,17 @@ def synthetic_facts(count: int, sensors: int | None = None) -> list[dict[str, st
 
     A new sensor per fact by default; with `sensors`, the facts cycle through that many (each fact
     is then one sensor's numbered reading), so most facts add no new entity, as in a real graph."""
-    facts = []
-    for i in range(count):
-        place, thing = _PLACES[i % len(_PLACES)], _THINGS[(i // len(_PLACES)) % len(_THINGS)]
-        verb = _VERBS[i % len(_VERBS)]
-        sensor = f"Sensor {i % sensors}" if sensors else f"Sensor {i}"
-        reading = f" (reading {i})" if sensors else ""
-        facts.append({"source": sensor, "target": place, "relation": "installed at",
-                      "fact": f"{sensor} at {place} {verb} {thing} during shift {i % 7}{reading}"})
-    return facts
+    return [synthetic_fact(i, sensors) for i in range(count)]
+
+
+def synthetic_fact(i: int, sensors: int | None = None) -> dict[str, str]:
+    """The i-th of `synthetic_facts`, so that a large graph's facts can be written out one at a time."""
+    place, thing = _PLACES[i % len(_PLACES)], _THINGS[(i // len(_PLACES)) % len(_THINGS)]
+    verb = _VERBS[i % len(_VERBS)]
+    sensor = f"Sensor {i % sensors}" if sensors else f"Sensor {i}"
+    reading = f" (reading {i})" if sensors else ""
+    return {"source": sensor, "target": place, "relation": "installed at",
+            "fact": f"{sensor} at {place} {verb} {thing} during shift {i % 7}{reading}"}
 
 
 def synthetic_queries() -> list[str]:

@@ -1,20 +1,24 @@
 """How the cost grows with the graph (`flask --app app bench scale`).
 
-ONE graph is grown through the sizes (e.g. 1k, 10k, 100k facts) by importing synthetic facts in
-batches through the real API, served the production way (app/bench/load_run.py's ServedApp: waitress,
-the app's own database, the embedded FalkorDB or with GRAPH_BACKEND=neo4j the local Neo4j, the local
-embedder) over a private DATA_DIR. At each size:
+ONE graph is grown through the sizes (e.g. 1k, 10k, 100k facts) with the bulk import
+(`flask import-facts`, app/cli/fact_upload.py) of synthetic facts written to a JSONL file, into the
+real API served the production way (app/bench/load_run.py's ServedApp: waitress, the app's own
+database, the embedded FalkorDB or with GRAPH_BACKEND=neo4j the local Neo4j, the local embedder) over
+a private DATA_DIR. At each size:
 
-- import throughput of the step (facts per second of import requests; the graph keeps growing);
+- import throughput of the step (facts per second of the upload; the graph keeps growing);
 - first-stage searches (RERANKER_PROVIDER=none): p50/p95;
+- with `vector_index`, the app serves with GRAPH_VECTOR_INDEX=on, and each size is also searched
+  with it off over the same data (the exact cosine over every fact), and the index's recall@20
+  against that exact cosine is measured (app/bench/vector_recall.py);
 - when a judge is given, a few reranked searches: the app is restarted over the same DATA_DIR with the
   LLM reranker pointed at that judge (RERANKER_* through the served app's environment, RERANKER_BUDGET_S
   unset), p50/p95 and the share of the search time spent reranking (the answer's timings_ms);
 - the resident memory of the app process and of its database server (from /proc; the column is named
-  for the database).
+  for the database), and how long the app takes to start over the graph (the database loads it and
+  rebuilds its indexes, the vector index too, before the app answers).
 
-The reranker is a process-wide setting, hence the restart; the restart also tells how long the app
-takes to come up over a graph of that size.
+The reranker and the vector index are process-wide settings, hence the restarts.
 """
 
 from __future__ import annotations
@@ -26,18 +30,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.bench.load_run import LoadResult, ServedApp, percentile, request_json, synthetic_facts, synthetic_queries
+import json
+
+from app.bench.load_run import LoadResult, ServedApp, percentile, request_json, synthetic_fact, synthetic_queries
+from app.bench.vector_recall import recall_beside
+from app.cli.fact_upload import Api, Upload
 
 GRAPH_ID = "scale"
 DEFAULT_SIZES = (1000, 10000, 100000)
 IMPORT_TIMEOUT_S = 3600
 SERVER_THREADS = 8
+START_TIMEOUT_S = 900  # the app answers once the database has rebuilt a large graph's indexes
 
 
 @dataclass
 class ScaleOptions:
     sizes: tuple[int, ...] = DEFAULT_SIZES
-    batch_size: int = 1000  # facts per POST .../facts (the API takes at most 5000)
+    batch_size: int = 2000  # facts per request of the bulk import (the API takes at most 5000)
     # Sensors the facts cycle through: a fact then brings one text to embed (its own), not two.
     sensors: int | None = 1000
     searches: int = 20  # first-stage searches per size
@@ -45,6 +54,8 @@ class ScaleOptions:
     limit: int = 10
     judge_base_url: str | None = None
     judge_model: str | None = None
+    vector_index: bool = False  # serve with GRAPH_VECTOR_INDEX=on; also measure the exact path and recall
+    recall_queries: int = 40
 
     @property
     def has_judge(self) -> bool:
@@ -64,12 +75,13 @@ class _Step:
         return round(self.import_facts / self.import_s, 2) if self.import_s else 0.0
 
 
-def _reranker_off() -> dict[str, str]:
-    return {"RERANKER_PROVIDER": "none"}
+def _reranker_off(options: ScaleOptions, vector_index: bool | None = None) -> dict[str, str]:
+    on = options.vector_index if vector_index is None else vector_index
+    return {"RERANKER_PROVIDER": "none", "GRAPH_VECTOR_INDEX": "on" if on else "off"}
 
 
 def _reranker_on(options: ScaleOptions) -> dict[str, str]:
-    return {"RERANKER_PROVIDER": "ollama", "RERANKER_BASE_URL": options.judge_base_url,
+    return {**_reranker_off(options), "RERANKER_PROVIDER": "ollama", "RERANKER_BASE_URL": options.judge_base_url,
             "RERANKER_MODEL": options.judge_model}
 
 
@@ -77,25 +89,26 @@ def _serve(data_dir: Path, log_path: Path, env: dict[str, str]) -> tuple[ServedA
     app = ServedApp(data_dir, log_path, SERVER_THREADS, env)
     app.env.pop("RERANKER_BUDGET_S", None)  # a budget would cut the judge short: measure the whole rerank
     began = time.monotonic()
-    app.start()
+    app.start(timeout_s=START_TIMEOUT_S)
     return app, round(time.monotonic() - began, 1)
 
 
-def _grow(app: ServedApp, step: _Step, have: int, options: ScaleOptions, echo: Callable[[str], None]) -> None:
-    """Import facts have..size in batches; each batch's seconds are kept (the cost as the graph grows)."""
-    facts = synthetic_facts(step.size, options.sensors)
-    for start in range(have, step.size, options.batch_size):
-        batch = facts[start:start + options.batch_size]
-        began = time.monotonic()
-        status, body = request_json(app.port, "POST", f"/api/graph/{GRAPH_ID}/facts", {"facts": batch},
-                                    timeout=IMPORT_TIMEOUT_S)
-        seconds = time.monotonic() - began
-        if status != 201 or body.get("imported") != len(batch):
-            raise RuntimeError(f"importing facts {start}..{start + len(batch)} failed: HTTP {status} {body}")
-        step.import_facts += len(batch)
-        step.import_s += seconds
-        step.batches.append({"facts": len(batch), "seconds": round(seconds, 2), "graph_after": start + len(batch)})
-        echo(f"  imported {start + len(batch)}/{step.size} facts ({len(batch) / seconds:.1f} facts/s for this batch)")
+def _grow(app: ServedApp, step: _Step, have: int, options: ScaleOptions, folder: Path,
+          echo: Callable[[str], None]) -> None:
+    """Import facts have..size with the bulk import; each batch's seconds are kept."""
+    path = folder / f"facts-{have}-{step.size}.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for index in range(have, step.size):
+            out.write(json.dumps(synthetic_fact(index, options.sensors)) + "\n")
+    upload = Upload(Api(f"http://127.0.0.1:{app.port}"), path, GRAPH_ID, batch_size=options.batch_size)
+    progress = upload.run(echo=lambda line: echo(f"  {line}"))
+    path.unlink()
+    upload.state_path.unlink(missing_ok=True)
+    step.import_facts, step.import_s = progress.acknowledged - progress.started_at, progress.seconds
+    previous = 0.0
+    for batch in progress.batches:
+        step.batches.append({"facts": batch["facts"], "seconds": round(batch["acknowledged_at_s"] - previous, 2)})
+        previous = batch["acknowledged_at_s"]
 
 
 def _searches(app: ServedApp, queries: list[str], limit: int) -> tuple[LoadResult, list[dict[str, Any]]]:
@@ -138,12 +151,29 @@ def _measure_size(app: ServedApp, step: _Step, options: ScaleOptions) -> dict[st
     status, stats = request_json(app.port, "GET", f"/api/graph/{GRAPH_ID}/stats")
     if status != 200:
         raise RuntimeError(f"graph stats failed: HTTP {status} {stats}")
-    queries = synthetic_queries()
-    first, _ = _searches(app, [queries[i % len(queries)] for i in range(options.searches)], options.limit)
+    first, _ = _searches(app, _queries(options.searches), options.limit)
     return {"size": step.size, "edges": stats["edges"], "nodes": stats["nodes"],
             "import": {"facts": step.import_facts, "seconds": round(step.import_s, 1),
                        "facts_per_s": step.throughput(), "batches": step.batches},
             "first_stage": _latency(first), "memory": app.memory()}
+
+
+def _queries(count: int) -> list[str]:
+    queries = synthetic_queries()
+    return [queries[i % len(queries)] for i in range(count)]
+
+
+def _measure_exact(data_dir: Path, log_dir: Path, options: ScaleOptions) -> dict[str, Any]:
+    """With the index on: the index's recall, and the first stage the same data gives without it."""
+    env = ServedApp(data_dir, log_dir / "recall.log", SERVER_THREADS, _reranker_off(options)).env
+    recall = recall_beside(env, data_dir, GRAPH_ID, synthetic_queries()[:options.recall_queries])
+    app, start_s = _serve(data_dir, log_dir / "serve-scale-exact.log", _reranker_off(options, vector_index=False))
+    try:
+        first, _ = _searches(app, _queries(options.searches), options.limit)
+        memory = app.memory()
+    finally:
+        app.stop()
+    return {"recall": recall, "first_stage": _latency(first), "memory": memory, "app_start_s": start_s}
 
 
 def _measure_reranked(data_dir: Path, log_dir: Path, options: ScaleOptions) -> dict[str, Any]:
@@ -163,21 +193,24 @@ def run(options: ScaleOptions, log_dir: Path | None = None, echo: Callable[[str]
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as temp:
         data_dir, logs = Path(temp) / "data", log_dir or Path(temp)
         logs.mkdir(parents=True, exist_ok=True)
-        app, _ = _serve(data_dir, logs / "serve-scale.log", _reranker_off())
+        app, _ = _serve(data_dir, logs / "serve-scale.log", _reranker_off(options))
         try:
             assert request_json(app.port, "POST", "/api/graph", {"graph_id": GRAPH_ID})[0] == 201
             have = 0
             for size in options.sizes:
                 echo(f"Growing the graph to {size} facts...")
                 step = _Step(size)
-                _grow(app, step, have, options, echo)
+                _grow(app, step, have, options, Path(temp), echo)
                 have = size
                 figures = _measure_size(app, step, options)
+                app.stop()  # the settings below are process-wide: serve the same data with them
+                if options.vector_index:
+                    echo(f"  recall@20 of the vector index and {options.searches} searches without it...")
+                    figures["exact"] = _measure_exact(data_dir, logs, options)
                 if options.has_judge and options.reranked_searches:
-                    app.stop()  # the reranker is process-wide: serve the same data with it on
                     echo(f"  {options.reranked_searches} reranked searches with {options.judge_model}...")
                     figures["reranked"] = _measure_reranked(data_dir, logs, options)
-                    app, figures["app_start_s"] = _serve(data_dir, logs / "serve-scale.log", _reranker_off())
+                app, figures["app_start_s"] = _serve(data_dir, logs / "serve-scale.log", _reranker_off(options))
                 steps.append(figures)
                 echo(f"  {describe_step(figures)}")
         finally:
@@ -187,30 +220,46 @@ def run(options: ScaleOptions, log_dir: Path | None = None, echo: Callable[[str]
 
 
 def describe_step(figures: dict[str, Any]) -> str:
-    first, reranked = figures["first_stage"], figures.get("reranked")
+    first, reranked, exact = figures["first_stage"], figures.get("reranked"), figures.get("exact")
     line = (f"{figures['edges']} facts: import {figures['import']['facts_per_s']} facts/s, first stage p50 "
             f"{first['p50_ms']} ms p95 {first['p95_ms']} ms")
+    if exact:
+        line += (f" (exact cosine: p50 {exact['first_stage']['p50_ms']} ms p95 {exact['first_stage']['p95_ms']} ms; "
+                 f"index recall@{exact['recall']['k']} {exact['recall']['mean']:.3f}, "
+                 f"as near as exact {exact['recall']['as_near_as_exact']:.3f})")
     if reranked:
         line += f", reranked p50 {reranked['p50_ms']} ms p95 {reranked['p95_ms']} ms"
     return line
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    database = report["steps"][0]["memory"]["database"] if report["steps"] else "database"
-    rows = ["| facts | import facts/s | first stage p50 / p95 | reranked p50 / p95 | judge share | judged | "
-            f"app RSS | {database} RSS |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for step in report["steps"]:
-        first, reranked, memory = step["first_stage"], step.get("reranked"), step["memory"]
-        if reranked:
-            rerank_cells = (f"{reranked['p50_ms'] / 1000:.1f} s / {reranked['p95_ms'] / 1000:.1f} s "
-                            f"({reranked['requests']})", _share(reranked['judge_share']),
-                            f"{reranked['judged']}/{reranked['candidates']}")
-        else:
-            rerank_cells = ("skipped", "", "")
-        rows.append(f"| {step['edges']} | {step['import']['facts_per_s']} | {first['p50_ms']:.0f} ms / "
-                    f"{first['p95_ms']:.0f} ms ({first['requests']}) | {' | '.join(rerank_cells)} | "
-                    f"{memory['app_rss_mib']} MiB | {memory['database_rss_mib']} MiB |")
+    steps = report["steps"]
+    database = steps[0]["memory"]["database"] if steps else "database"
+    with_index = any("exact" in step for step in steps)
+    index_head = (" first stage p50 / p95, exact cosine | index recall@20 (as near) |" if with_index else "")
+    rows = [f"| facts | import facts/s | first stage p50 / p95 |{index_head} reranked p50 / p95 | judge share | "
+            f"judged | app RSS | {database} RSS | app start |",
+            "| ---: " * (9 + 2 * with_index) + "|"]
+    for step in steps:
+        rows.append("| " + " | ".join(_cells(step, with_index)) + " |")
     return "\n".join(rows)
+
+
+def _cells(step: dict[str, Any], with_index: bool) -> list[str]:
+    first, reranked, memory, exact = step["first_stage"], step.get("reranked"), step["memory"], step.get("exact")
+    cells = [f"{step['edges']}", f"{step['import']['facts_per_s']}", _p50_p95(first)]
+    if with_index:
+        cells += [_p50_p95(exact["first_stage"]), f"{exact['recall']['mean']:.3f} ({exact['recall']['as_near_as_exact']:.3f})"]
+    if reranked:
+        cells += [f"{reranked['p50_ms'] / 1000:.1f} s / {reranked['p95_ms'] / 1000:.1f} s ({reranked['requests']})",
+                  _share(reranked['judge_share']), f"{reranked['judged']}/{reranked['candidates']}"]
+    else:
+        cells += ["skipped", "", ""]
+    return cells + [f"{memory['app_rss_mib']} MiB", f"{memory['database_rss_mib']} MiB", f"{step['app_start_s']} s"]
+
+
+def _p50_p95(latency: dict[str, Any]) -> str:
+    return f"{latency['p50_ms']:.0f} ms / {latency['p95_ms']:.0f} ms ({latency['requests']})"
 
 
 def _share(value: float | None) -> str:

@@ -26,8 +26,8 @@ def _sizes(text: str) -> tuple[int, ...]:
 @bench_group.command("scale")
 @click.option("--sizes", default=",".join(map(str, DEFAULT_SIZES)), show_default=True,
               help="facts in the one graph at each step (comma list, growing)")
-@click.option("--batch-size", type=click.IntRange(min=1, max=5000), default=1000, show_default=True,
-              help="facts per import request")
+@click.option("--batch-size", type=click.IntRange(min=1, max=5000), default=2000, show_default=True,
+              help="facts per import request of the bulk import")
 @click.option("--sensors", type=click.IntRange(min=0), default=1000, show_default=True,
               help="sensors the facts cycle through (0: a new sensor entity per fact)")
 @click.option("--searches", type=click.IntRange(min=1), default=20, show_default=True,
@@ -37,16 +37,20 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="facts per search")
 @click.option("--base-url", default=None, help="judge server for the reranked searches (none: they are skipped)")
 @click.option("--model", default=None, help="judge model for the reranked searches")
+@click.option("--vector-index", is_flag=True,
+              help="serve with GRAPH_VECTOR_INDEX=on, and at each size also search without it and measure the "
+                   "index's recall@20 against the exact cosine")
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="results folder (default: bench-out/scale)")
-def scale_command(sizes, batch_size, sensors, searches, reranked_searches, limit, base_url, model, output):
+def scale_command(sizes, batch_size, sensors, searches, reranked_searches, limit, base_url, model, vector_index,
+                  output):
     """Grow one graph through the sizes (served app, its own database per GRAPH_BACKEND, local embedder): import
     throughput, first-stage and reranked search p50/p95, app and database memory at each size."""
     if bool(base_url) != bool(model):
         raise click.BadParameter("give both --base-url and --model, or neither", param_hint="--base-url/--model")
     options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, sensors=sensors or None,
                            searches=searches, reranked_searches=reranked_searches, limit=limit, judge_base_url=base_url,
-                           judge_model=model)
+                           judge_model=model, vector_index=vector_index)
     if options.has_judge:
         require_judge(base_url)
     else:
