@@ -127,9 +127,13 @@ def _instructions(raw: str | None) -> str | None:
 class Config:
     # Graph database
     graph_backend: str = "falkordb"
-    # FalkorDB: the semantic half of the first stage reads an HNSW index over the facts' vectors instead
-    # of computing the cosine against every fact (app/graph/vector_index.py). Off until measured at scale.
+    # The semantic half of the first stage reads an HNSW index over the facts' vectors instead of
+    # computing the cosine against every fact (app/graph/vector_index.py), for graphs of at least
+    # graph_vector_index_min_facts facts (0: every graph); smaller ones answer exactly, as fast. Off by
+    # default: FalkorDB rebuilds the index while it loads the graphs at every start, and over 100,000
+    # facts that outlasted the app's start deadline (docs/bench/SCALE.md).
     graph_vector_index: bool = False
+    graph_vector_index_min_facts: int = 5000
     # Unset: the app starts its own embedded FalkorDB. May carry a password (redis://:secret@host:6379).
     falkordb_url: str | None = field(default=None, repr=False)
     neo4j_uri: str | None = None  # unset: the app starts its own local Neo4j (app/graph/local_neo4j.py)
@@ -289,6 +293,7 @@ class Config:
         return cls(
             graph_backend=_choice("GRAPH_BACKEND", "falkordb", GRAPH_BACKENDS),
             graph_vector_index=_choice("GRAPH_VECTOR_INDEX", "off", ("on", "off")) == "on",
+            graph_vector_index_min_facts=_int("GRAPH_VECTOR_INDEX_MIN_FACTS", cls.graph_vector_index_min_facts, 0),
             falkordb_url=_env("FALKORDB_URL"),
             neo4j_uri=_env("NEO4J_URI"),
             neo4j_user=_env("NEO4J_USER", cls.neo4j_user),

@@ -1,8 +1,8 @@
 """The first stage's semantic half from the databases' vector indexes (GRAPH_VECTOR_INDEX=on,
 app/graph/vector_index.py), with the in-process embedder: on the embedded FalkorDB the index is made
 with the graph, answers what the exact cosine answers, and a graph without a built index answers from
-the exact path; on a real Neo4j, where one index holds every graph, another graph's nearer facts do not
-push the graph's own out."""
+the exact path; a graph smaller than GRAPH_VECTOR_INDEX_MIN_FACTS answers exactly; on a real Neo4j, where
+one index holds every graph, another graph's nearer facts do not push the graph's own out."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _exact_nearest(driver, vector, limit, group_ids=None):
 
 
 def test_the_index_is_made_with_the_graph_and_answers_the_exact_nearest_facts(backend):
-    app, client = backend(GRAPH_VECTOR_INDEX="on", RERANKER_PROVIDER="none")
+    app, client = backend(GRAPH_VECTOR_INDEX="on", GRAPH_VECTOR_INDEX_MIN_FACTS=0, RERANKER_PROVIDER="none")
     adapter = GraphitiAdapter(app.config["APP_CONFIG"])
     gid = unique_graph_id("vec")
     assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
@@ -80,7 +80,7 @@ def test_the_index_is_made_with_the_graph_and_answers_the_exact_nearest_facts(ba
     _, plain_client = backend(GRAPH_VECTOR_INDEX="off", RERANKER_PROVIDER="none")
     without = [hit["uuid"] for hit in plain_client.post(f"/api/graph/{gid}/search",
                                                         json={"query": QUERY, "limit": 10}).get_json()["edges"]]
-    app, client = backend(GRAPH_VECTOR_INDEX="on", RERANKER_PROVIDER="none")
+    app, client = backend(GRAPH_VECTOR_INDEX="on", GRAPH_VECTOR_INDEX_MIN_FACTS=0, RERANKER_PROVIDER="none")
     driver = GraphitiAdapter(app.config["APP_CONFIG"]).runtime.driver_for(gid)
     _wait_operational(driver)
     # The database rebuilt the index while loading the graph: FalkorDB's rebuilt index answers each
@@ -105,7 +105,7 @@ def test_a_graph_without_a_built_index_answers_from_the_exact_path_and_gets_one(
     before = [hit["uuid"] for hit in client.post(f"/api/graph/{gid}/search",
                                                  json={"query": QUERY, "limit": 10}).get_json()["edges"]]
 
-    app, client = backend(GRAPH_VECTOR_INDEX="on", RERANKER_PROVIDER="none")
+    app, client = backend(GRAPH_VECTOR_INDEX="on", GRAPH_VECTOR_INDEX_MIN_FACTS=0, RERANKER_PROVIDER="none")
     driver = GraphitiAdapter(app.config["APP_CONFIG"]).runtime.driver_for(gid)
     assert run_on_loop(index_state(driver), timeout=30) is None
     first = [hit["uuid"] for hit in client.post(f"/api/graph/{gid}/search",
@@ -118,8 +118,25 @@ def test_a_graph_without_a_built_index_answers_from_the_exact_path_and_gets_one(
     assert again == before and driver.search_interface.ready
 
 
+def test_a_graph_below_the_threshold_answers_exactly_and_one_above_reads_the_index(backend):
+    facts = _facts()  # 60 and some
+    app, client = backend(GRAPH_VECTOR_INDEX="on", GRAPH_VECTOR_INDEX_MIN_FACTS=len(facts), RERANKER_PROVIDER="none")
+    adapter = GraphitiAdapter(app.config["APP_CONFIG"])
+    small, large = unique_graph_id("small"), unique_graph_id("large")
+    for graph_id, count in ((small, len(facts) - 1), (large, len(facts))):
+        assert client.post("/api/graph", json={"graph_id": graph_id}).status_code == 201
+        adapter.graph.import_facts(graph_id, facts[:count])
+        _wait_operational(adapter.runtime.driver_for(graph_id))
+
+    for graph_id, reads_index in ((small, False), (large, True)):
+        response = client.post(f"/api/graph/{graph_id}/search", json={"query": QUERY, "limit": 10})
+        assert response.status_code == 200 and len(response.get_json()["edges"]) == 10
+        hook = adapter.runtime.driver_for(graph_id).search_interface
+        assert hook.min_facts == len(facts) and hook.ready is reads_index, graph_id
+
+
 def test_on_neo4j_other_graphs_nearer_facts_do_not_crowd_out_the_graphs_own(backend, neo4j_server):
-    app, client = backend(**neo4j_env(neo4j_server, GRAPH_VECTOR_INDEX="on", RERANKER_PROVIDER="none"))
+    app, client = backend(**neo4j_env(neo4j_server, GRAPH_VECTOR_INDEX="on", GRAPH_VECTOR_INDEX_MIN_FACTS=0, RERANKER_PROVIDER="none"))
     adapter = GraphitiAdapter(app.config["APP_CONFIG"])
     gid, crowd = unique_graph_id("vec"), unique_graph_id("crowd")
     for graph_id in (gid, crowd):

@@ -77,7 +77,8 @@ class _Step:
 
 def _reranker_off(options: ScaleOptions, vector_index: bool | None = None) -> dict[str, str]:
     on = options.vector_index if vector_index is None else vector_index
-    return {"RERANKER_PROVIDER": "none", "GRAPH_VECTOR_INDEX": "on" if on else "off"}
+    # With the index, every size reads it (no GRAPH_VECTOR_INDEX_MIN_FACTS threshold): that is what is measured.
+    return {"RERANKER_PROVIDER": "none", "GRAPH_VECTOR_INDEX": "on" if on else "off", "GRAPH_VECTOR_INDEX_MIN_FACTS": "0"}
 
 
 def _reranker_on(options: ScaleOptions) -> dict[str, str]:

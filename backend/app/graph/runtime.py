@@ -106,7 +106,7 @@ class GraphitiRuntime:
         if driver is None:
             driver = self.driver.clone(database=graph_id)
             if self.config.graph_vector_index:  # the similarity half from the graph's vector index
-                driver.search_interface = VectorIndexSearch(dimension=embedding_dimension(self.config))
+                driver.search_interface = vector_index_search(self.config)
             self.graph_drivers[graph_id] = driver
         return driver
 
@@ -244,6 +244,10 @@ def build_embedder(config: Config):
     )
 
 
+def vector_index_search(config: Config) -> VectorIndexSearch:
+    return VectorIndexSearch(dimension=embedding_dimension(config), min_facts=config.graph_vector_index_min_facts)
+
+
 def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncoderClient:
     """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI.
     An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, app/rerank/warmup.py):
@@ -283,7 +287,7 @@ async def _start_database(config: Config, graphiti_parts: dict) -> tuple[Graphit
         await graphiti.build_indices_and_constraints()
         await graph_store.build_registry_schema(driver)
         if config.graph_vector_index and config.graph_backend == "neo4j":  # one index for every graph
-            driver.search_interface = VectorIndexSearch(dimension=embedding_dimension(config))
+            driver.search_interface = vector_index_search(config)
             await ensure_vector_index(driver, driver.search_interface.dimension)
         return graphiti, embedded
     except BaseException as error:

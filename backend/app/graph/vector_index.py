@@ -15,7 +15,8 @@ search with filters or endpoints, to Graphiti's own code on a copy of the driver
   and more could qualify, up to MAX_ASKED), then filtered by group_id. A graph that still falls short
   is answered by the exact path, never with facts missing.
 
-The index is created beside Graphiti's own indexes (at a graph's creation on FalkorDB, at start on
+A graph with fewer than GRAPH_VECTOR_INDEX_MIN_FACTS facts answers from the exact path: there the scan
+costs no more than the index and is exact. The index is created beside Graphiti's own indexes (at a graph's creation on FalkorDB, at start on
 Neo4j, and on the first search that finds none). While the database is still building it (after its
 creation, or a restart) the search takes the exact path.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from typing import Any
 
 from graphiti_core.driver.driver import GraphProvider
@@ -35,6 +37,7 @@ from graphiti_core.driver.search_interface.search_interface import SearchInterfa
 from graphiti_core.edges import EntityEdge
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
+from pydantic import PrivateAttr
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,11 @@ OVERFETCH = 4  # Neo4j: first ask for this many times `limit`
 # written since count once (measured: after a restart, k=20 gave 10 facts, k=40 the exact top 20).
 FALKORDB_OVERFETCH = 2
 MAX_ASKED = 4096  # beyond this many index hits, the exact path is cheaper anyway
+RECOUNT_AFTER_S = 30.0  # a graph below min_facts is counted again after this long (it may be growing)
+# Counts no further than $n: the cost of the check stays that of min_facts facts however large the graph.
+COUNT_UP_TO_QUERY = ("MATCH ()-[e:RELATES_TO]->() WHERE e.group_id IN $group_ids "
+                     "WITH e LIMIT $n RETURN count(e) AS facts")
+COUNT_ALL_UP_TO_QUERY = "MATCH ()-[e:RELATES_TO]->() WITH e LIMIT $n RETURN count(e) AS facts"
 
 FALKORDB_STATE_QUERY = ("CALL db.indexes() YIELD label, types, entitytype, status "
                         "RETURN label, types, entitytype, status")
@@ -101,19 +109,39 @@ class VectorIndexSearch(SearchInterface):
     """Graphiti's search hook: the edge similarity search from the vector index, all else Graphiti's."""
 
     dimension: int
+    # Graphs with fewer facts answer exactly: there the scan is as fast (80 ms against 93 ms at 1,000
+    # facts, 124 against 99 at 10,000) and exact. 0: the index for every graph.
+    min_facts: int = 0
     ready: bool = False  # once the index answered, it stays built (a restart makes a new runtime)
+    _large: dict = PrivateAttr(default_factory=dict)  # group ids -> (True, 0) or (False, when to count again)
 
     async def edge_similarity_search(self, driver, search_vector, source_node_uuid, target_node_uuid,
                                      search_filter, group_ids=None, limit=search_utils.RELEVANT_SCHEMA_LIMIT,
                                      min_score=search_utils.DEFAULT_MIN_SCORE) -> list[EntityEdge]:
         plain = exact(driver)
         unfiltered = source_node_uuid is None and target_node_uuid is None and search_filter == SearchFilters()
-        if unfiltered and await self._index_ready(plain):
+        if unfiltered and await self._large_enough(plain, group_ids) and await self._index_ready(plain):
             found = await nearest_facts(plain, search_vector, limit, min_score, group_ids)
             if found is not None:
                 return found
         return await search_utils.edge_similarity_search(plain, search_vector, source_node_uuid, target_node_uuid,
                                                          search_filter, group_ids, limit, min_score)
+
+    async def _large_enough(self, driver, group_ids: list[str] | None) -> bool:
+        """Whether the graph holds min_facts facts; a graph found smaller is counted again after a while."""
+        if self.min_facts <= 0:
+            return True
+        key = tuple(sorted(group_ids)) if group_ids else None
+        large, recount_at = self._large.get(key, (False, 0.0))
+        if large or time.monotonic() < recount_at:
+            return large
+        if key:
+            records, _, _ = await driver.execute_query(COUNT_UP_TO_QUERY, group_ids=list(key), n=self.min_facts)
+        else:
+            records, _, _ = await driver.execute_query(COUNT_ALL_UP_TO_QUERY, n=self.min_facts)
+        large = bool(records) and records[0]["facts"] >= self.min_facts
+        self._large[key] = (large, time.monotonic() + RECOUNT_AFTER_S)
+        return large
 
     async def _index_ready(self, driver) -> bool:
         if not self.ready:
