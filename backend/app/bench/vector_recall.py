@@ -16,13 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
+from app.graph.search import fact_closeness
 from app.graph.vector_index import exact, nearest_facts
 
 
@@ -68,17 +68,7 @@ async def _compare(runtime, graph_id: str, query: str, k: int) -> tuple[float, f
     if not wanted or found is None:  # nothing to find, or (Neo4j) the index deferred to the exact path
         return 1.0, 1.0
     recall = len({edge.uuid for edge in wanted} & {edge.uuid for edge in found}) / len(wanted)
-    cut = min(await _cosines(driver, vector, wanted))
-    near = sum(1 for cosine in await _cosines(driver, vector, found) if cosine >= cut - 1e-6)
+    closeness = await fact_closeness(driver, vector, [edge.uuid for edge in [*wanted, *found]])
+    cut = min(closeness[edge.uuid] for edge in wanted)
+    near = sum(1 for edge in found if closeness[edge.uuid] >= cut - 1e-6)
     return recall, near / len(wanted)
-
-
-async def _cosines(driver, vector: list[float], edges) -> list[float]:
-    query = np.asarray(vector, dtype=np.float64)
-    query /= np.linalg.norm(query)
-    cosines = []
-    for edge in edges:
-        await edge.load_fact_embedding(driver)
-        stored = np.asarray(edge.fact_embedding, dtype=np.float64)
-        cosines.append(float(stored @ query / np.linalg.norm(stored)))
-    return cosines

@@ -188,7 +188,7 @@ async def _with_neighbourhood(driver, query_vector: list[float], first: SearchRe
     pool = {edge.uuid: edge for edges in around.values() for edge in edges if edge.uuid not in seen}
     extra = list(pool.values())
     if len(pool) > n_extra:
-        closeness = await _closeness(driver, query_vector, list(pool))
+        closeness = await fact_closeness(driver, query_vector, list(pool))
         queues = [sorted({edge.uuid for edge in edges if edge.uuid in pool}, key=lambda uuid: -closeness[uuid])
                   for edges in around.values()]
         extra = [pool[uuid] for uuid in _in_turn(queues, n_extra)]
@@ -209,7 +209,7 @@ FACT_VECTORS_QUERY = ("UNWIND $uuids AS u MATCH ()-[e:RELATES_TO {uuid: u}]->() 
                       "RETURN e.uuid AS uuid, e.fact_embedding AS vector")
 
 
-async def _closeness(driver, query_vector: list[float], edge_uuids: list[str]) -> dict[str, float]:
+async def fact_closeness(driver, query_vector: list[float], edge_uuids: list[str]) -> dict[str, float]:
     """Cosine of each fact to the query, from the vectors stored with the facts: a hub's hundreds
     of facts cost one read, not one embedding each. A fact stored without a vector counts as far."""
     rows = await cypher_rows(driver, FACT_VECTORS_QUERY, uuids=edge_uuids)
@@ -318,7 +318,7 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
             first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
     edge_cosine = None
     if with_cosine and first.edges:
-        closeness = await _closeness(driver, query_vector, [edge.uuid for edge in first.edges])
+        closeness = await fact_closeness(driver, query_vector, [edge.uuid for edge in first.edges])
         edge_cosine = [closeness[edge.uuid] for edge in first.edges]
     first_stage_ms = (time.perf_counter() - started) * 1000
 
