@@ -171,3 +171,12 @@ def test_openai_sdk_reads_chat_replies_and_usage(scripted_llm):
 def test_unused_base_url_refuses_connections():
     with pytest.raises(OSError):
         urllib.request.urlopen(unused_base_url() + "/models", timeout=2)
+
+
+def test_every_server_and_unused_url_gets_a_port_no_earlier_one_had():
+    # The app shares one judge and breaker per base URL, so a reused port would leak state between tests.
+    urls = [unused_base_url() for _ in range(20)]
+    for _ in range(20):
+        with ScriptedLLMServer() as server:
+            urls.append(server.base_url)
+    assert len(set(urls)) == len(urls) == 40

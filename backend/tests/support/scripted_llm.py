@@ -32,6 +32,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any, Iterable
 
 from tests.support import scripted_llm_replies
@@ -53,11 +54,39 @@ _POLL_S = 0.02  # how often a delayed or hanging request checks for a gone clien
 _NO_REQUEST = ChatRequest(index=-1, body={}, headers={})  # for errors sent before a request is admitted
 
 
+# Ports this process has handed out. The app keeps one judge and one circuit breaker per base URL for the
+# whole process, so a port the OS gives out again would hand a later test an earlier test's counters and
+# breaker state; every server and unused URL here gets a port no earlier one had.
+_PORTS_HANDED_OUT: set[int] = set()
+_PORTS_LOCK = threading.Lock()
+
+
+def _bound_on_a_new_port(bind: Callable[[], Any], port_of: Callable[[Any], int], close: Callable[[Any], None]) -> Any:
+    """bind() until the OS gives a port not handed out before; the rejected binds are closed after."""
+    rejected = []
+    try:
+        with _PORTS_LOCK:
+            while True:
+                bound = bind()
+                if port_of(bound) not in _PORTS_HANDED_OUT:
+                    _PORTS_HANDED_OUT.add(port_of(bound))
+                    return bound
+                rejected.append(bound)  # held open, so the next bind cannot get the same port
+    finally:
+        for bound in rejected:
+            close(bound)
+
+
 def unused_base_url() -> str:
     """A base URL on a local port that nothing listens on (connection refused)."""
-    with socket.socket() as probe:
+    def bind() -> socket.socket:
+        probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe
+
+    probe = _bound_on_a_new_port(bind, lambda sock: sock.getsockname()[1], socket.socket.close)
+    port = probe.getsockname()[1]
+    probe.close()
     return f"http://127.0.0.1:{port}/v1"
 
 
@@ -90,7 +119,8 @@ class ScriptedLLMServer:
     def start(self) -> "ScriptedLLMServer":
         if self._httpd is not None:
             raise RuntimeError("ScriptedLLMServer is single use")
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler, self)
+        self._httpd = _bound_on_a_new_port(lambda: _HTTPServer(("127.0.0.1", 0), _Handler, self),
+                                           lambda httpd: httpd.server_address[1], _HTTPServer.server_close)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
         )
