@@ -5,6 +5,9 @@ real server, with a graph large enough that the rebuild takes a while."""
 
 from __future__ import annotations
 
+import os
+import threading
+
 import redis
 
 from app.graph.embedded_falkordb import EmbeddedFalkorDB
@@ -54,5 +57,33 @@ def test_a_restarted_server_answers_only_once_its_indexes_are_built(tmp_path):
         states = index_states(server)
         assert states and all(state == "OPERATIONAL" for state in states), states
         assert search_hits(server) == NODES
+    finally:
+        server.stop()
+
+
+def test_a_server_that_does_not_answer_in_time_is_ended_and_the_start_can_be_tried_again(tmp_path):
+    """A start past its limit (a load of large graphs can take minutes) ends the server and says so;
+    the server object stays usable: the next start works."""
+    server = EmbeddedFalkorDB(tmp_path)
+    outcome: list[BaseException | None] = []
+
+    def start_with_no_time() -> None:
+        try:
+            server.start(ready_timeout_s=0)
+            outcome.append(None)
+        except BaseException as error:  # noqa: BLE001 - handed to the test thread
+            outcome.append(error)
+
+    starter = threading.Thread(target=start_with_no_time, daemon=True)
+    starter.start()
+    starter.join(timeout=60)
+    assert not starter.is_alive(), "the failed start hung"
+    (error,) = outcome
+    assert isinstance(error, RuntimeError) and "did not answer within 0 s" in str(error)
+    pid = int(server.pid_file.read_text()) if server.pid_file.exists() else None
+    assert pid is None or not os.path.exists(f"/proc/{pid}"), "the server outlived its failed start"
+    try:
+        server.start()
+        assert server.answers()
     finally:
         server.stop()

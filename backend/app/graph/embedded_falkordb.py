@@ -48,6 +48,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+# How long a start waits for the server to load its stored graphs. The server answers nothing while
+# it loads, and it builds each graph's vector index (GRAPH_VECTOR_INDEX=on) as part of the load:
+# 100,000 facts take about 110 s on a 2-core machine (4 s without the vector index).
+LOAD_TIMEOUT_S = 1800.0
+LOAD_PROGRESS_EVERY_S = 15.0  # an INFO line while a long load goes on
 # How long a start waits for the indexes of the graphs it loaded (see `_wait_indexes_built`).
 INDEX_BUILD_TIMEOUT_S = 120.0
 
@@ -73,7 +78,7 @@ class EmbeddedFalkorDB:
     def pid_file(self) -> Path:
         return self.data_dir / "redis.pid"
 
-    def start(self, ready_timeout_s: float = 15.0) -> None:
+    def start(self, ready_timeout_s: float = LOAD_TIMEOUT_S) -> None:
         """Start the server (idempotent) and wait until it answers and its graphs' indexes are built.
 
         Call it from a thread that lives as long as the app (the graph event-loop thread),
@@ -150,25 +155,42 @@ class EmbeddedFalkorDB:
         ]
 
     def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+        """Wait until the server answers, as long as its process lives and at most `timeout_s`.
+
+        Runs under self._lock (from `start`): a server that never answers is ended here, not by `stop`."""
+        began = time.monotonic()
+        next_report = began + LOAD_PROGRESS_EVERY_S
         # One short try per round, without the client's own retries (seconds of backoff each):
         # a server that exited at once (its port taken, its data unreadable) is seen within a second.
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=1, socket_connect_timeout=1,
                              retry=None)
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"Embedded FalkorDB exited with code {self.process.returncode}; "
-                    f"see {self.data_dir / 'redis.log'}"
-                )
-            try:
-                # The module answers only once the append-only file has been replayed.
-                client.execute_command("GRAPH.LIST")
-                return
-            except redis.exceptions.RedisError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s}s")
+        try:
+            while time.monotonic() - began < timeout_s:
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"Embedded FalkorDB exited with code {self.process.returncode}; "
+                        f"see {self.data_dir / 'redis.log'}"
+                    )
+                try:
+                    # The module answers only once the append-only file has been replayed.
+                    client.execute_command("GRAPH.LIST")
+                    return
+                except redis.exceptions.RedisError:
+                    time.sleep(0.05)
+                if time.monotonic() >= next_report:
+                    next_report += LOAD_PROGRESS_EVERY_S
+                    logger.info("Embedded FalkorDB is loading %.0f MiB of stored graphs (%.0f s so far)",
+                                self._stored_mib(), time.monotonic() - began)
+        finally:
+            client.close()
+        process, self.process = self.process, None
+        _end(process)
+        raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s:g} s; "
+                           f"see {self.data_dir / 'redis.log'}")
+
+    def _stored_mib(self) -> float:
+        files = (self.data_dir / "appendonlydir").glob("*")
+        return sum(path.stat().st_size for path in files if path.is_file()) / 2**20
 
     def _wait_indexes_built(self, timeout_s: float) -> None:
         """Wait until every index of every stored graph is built again.
@@ -226,10 +248,16 @@ class EmbeddedFalkorDB:
             process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        process.terminate()  # redis flushes and exits cleanly on SIGTERM
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        _end(process)
         logger.info("Embedded FalkorDB stopped")
+
+
+def _end(process: subprocess.Popen) -> None:
+    """SIGTERM (redis flushes and exits cleanly), then SIGKILL for a server that cannot act on it
+    (one busy loading its graphs)."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)

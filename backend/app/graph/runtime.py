@@ -335,11 +335,13 @@ def _start_runtime(config: Config) -> GraphitiRuntime:
     failed = _failed_starts.recent(config)
     if failed is not None:  # a new instance: many request threads raise it at once
         raise GraphUnavailableError(str(failed))
+    limit_s = START_TIMEOUT_S
     try:
         _install_local_neo4j(config)
-        runtime = run_on_loop(_build_runtime(config), timeout=START_TIMEOUT_S + local_neo4j.READY_TIMEOUT_S)
+        limit_s += _own_server_start_s(config)
+        runtime = run_on_loop(_build_runtime(config), timeout=limit_s)
     except GraphTimeoutError:
-        error = GraphUnavailableError(f"the graph database did not finish starting within {START_TIMEOUT_S:.0f} s")
+        error = GraphUnavailableError(f"the graph database did not finish starting within {limit_s:.0f} s")
         _failed_starts.remember(config, error)
         raise error from None
     except GraphUnavailableError as error:
@@ -347,6 +349,14 @@ def _start_runtime(config: Config) -> GraphitiRuntime:
         raise
     _failed_starts.forget()
     return runtime
+
+
+def _own_server_start_s(config: Config) -> float:
+    """The longest the start of the app's own database server may take (0 for a configured server):
+    a JVM start for the local Neo4j, the load of the stored graphs for the embedded FalkorDB."""
+    if config.graph_backend == "neo4j":
+        return 0.0 if config.neo4j_uri else local_neo4j.READY_TIMEOUT_S
+    return 0.0 if config.falkordb_url else _embedded_module("app.graph.embedded_falkordb").LOAD_TIMEOUT_S
 
 
 def last_start_error() -> str | None:
@@ -419,7 +429,6 @@ async def _start_embedded_db(embedded: LocalServer) -> None:
 
 
 EXIT_WAIT_S = 5.0  # how long a request waits for a killed embedded server to be gone before restarting it
-RESTART_TIMEOUT_S = local_neo4j.READY_TIMEOUT_S + 10  # a JVM start is the slow one
 
 
 def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
@@ -453,7 +462,7 @@ def _revive_embedded_db(runtime: GraphitiRuntime) -> None:
     code = embedded.process.returncode if embedded.process is not None else None
     logger.warning("%s exited (code %s); restarting it", type(embedded).__name__, code)
     try:
-        run_on_loop(_start_embedded_db(embedded), timeout=RESTART_TIMEOUT_S)
+        run_on_loop(_start_embedded_db(embedded), timeout=_own_server_start_s(runtime.config) + 10)
     except Exception as error:  # e.g. its port was taken meanwhile, or its data cannot be read
         logger.error("Restarting %s failed: %s: %s", unavailable.where(runtime.config), type(error).__name__, error)
         refusal = GraphUnavailableError(
