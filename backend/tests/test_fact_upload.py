@@ -9,12 +9,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app.bench.load_run import ServedApp, request_json, synthetic_facts
+from app.cli import fact_upload
 from app.cli.fact_upload import Api, ServerUnreachable, Upload, UploadError, read_state
 
 BACKEND = Path(__file__).resolve().parents[1]
@@ -181,3 +184,54 @@ def test_the_command_says_in_one_line_which_server_it_cannot_reach(tmp_path):
     error_lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(error_lines) == 1, done.stderr
     assert "cannot reach the API at http://127.0.0.1:9" in error_lines[0] and "make serve" in error_lines[0]
+
+
+class _ScriptedImportApi:
+    """An HTTP server answering the bulk import route with scripted statuses, one per request."""
+
+    def __init__(self, statuses: list[int]):
+        self.statuses, self.requests = list(statuses), 0
+        scripted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                scripted.requests += 1
+                status = scripted.statuses.pop(0)
+                body = json.dumps({"imported": 2, "skipped_duplicates": 0} if status == 201 else
+                                  {"error": "import_failed", "message": f"scripted {status}"}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def api(self) -> Api:
+        return Api(f"http://127.0.0.1:{self.server.server_address[1]}")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("statuses, stored", [([503, 201], True), ([503, 503, 503], False), ([400], False)])
+def test_a_rolled_back_batch_is_sent_again_and_a_refused_one_is_not(monkeypatch, statuses, stored):
+    monkeypatch.setattr(fact_upload, "RETRY_WAIT_S", 0.01)
+    scripted = _ScriptedImportApi(statuses)
+    try:
+        facts = [{"source": "a", "target": "b", "relation": "r", "fact": "a r b"}] * 2
+        if stored:
+            assert scripted.api.import_batch("g", 0, facts)["imported"] == 2
+        else:
+            with pytest.raises(UploadError, match=rf"facts 1-2 of the file were refused: HTTP {statuses[-1]}"):
+                scripted.api.import_batch("g", 0, facts)
+        assert scripted.requests == len(statuses)  # 503 again up to RETRIES times; any other refusal once
+    finally:
+        scripted.close()

@@ -183,7 +183,8 @@ class Api:
 
     def import_batch(self, graph_id: str, first: int, facts: list[Any]) -> dict:
         """POST one batch; a rolled-back import (503) is sent again a few times."""
-        for attempt in range(1, RETRIES + 1):
+        attempt = 1
+        while True:
             status, body = self.request("POST", f"/api/graph/{graph_id}/facts", {"facts": facts})
             if status == 201:
                 return body
@@ -193,7 +194,7 @@ class Api:
             logger.warning("Facts %d-%d were not stored (HTTP 503 %s); sending them again",
                            first + 1, first + len(facts), _message(body))
             time.sleep(RETRY_WAIT_S * attempt)
-        raise AssertionError("unreachable")
+            attempt += 1
 
 
 def _message(body: Any) -> str:

@@ -18,7 +18,9 @@ search with filters or endpoints, to Graphiti's own code on a copy of the driver
 A graph with fewer than GRAPH_VECTOR_INDEX_MIN_FACTS facts answers from the exact path: there the scan
 costs no more than the index and is exact. The index is created beside Graphiti's own indexes (at a
 graph's creation on FalkorDB, at start on Neo4j, and on the first search that finds none). While the
-database is still building it (after its creation, or a restart) the search takes the exact path.
+database is still building it (after its creation) the search takes the exact path. FalkorDB builds
+a stored graph's index as part of loading it, before it answers anything: with the index, a restart
+over a large graph takes longer (app/graph/embedded_falkordb.py waits for the load).
 
 Scores are Graphiti's: the cosine mapped onto [0, 1] ((1 + cosine) / 2; FalkorDB's index answers the
 cosine distance d = 1 - cosine, so (2 - d) / 2; Neo4j's answers that value itself), kept at
