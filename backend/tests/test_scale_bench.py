@@ -106,3 +106,16 @@ def test_with_the_vector_index_each_size_is_also_searched_exactly_and_its_recall
     assert step["app_start_s"] > 0 and exact["app_start_s"] > 0
     table = (out / "results.md").read_text()
     assert "exact cosine" in table and f"| {recall['mean']:.3f} ({recall['as_near_as_exact']:.3f}) |" in table
+
+
+def test_a_stand_in_embedder_can_take_the_models_place(tmp_path):
+    result, out = _scale(tmp_path, "--sizes", "30", "--sensors", "3", "--searches", "2", "--vector-index",
+                         "--stand-in-embedder")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "results.json").read_text())
+    step = report["steps"][0]
+    assert step["edges"] == 30 and step["first_stage"]["errors"] == 0 and step["exact"]["first_stage"]["errors"] == 0
+    # Every served app embedded there: the 30 facts and 13 entities, and the searches' and recall's queries.
+    assert report["stand_in_embedded_texts"] >= 30 + 13 + 2 + 2 + 40, report["stand_in_embedded_texts"]
+    assert report["options"]["stand_in_embedder"] is True and "embedder_env" not in report["options"]

@@ -13,7 +13,8 @@ from graphiti_core.search.search_filters import SearchFilters
 
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter
-from app.graph.vector_index import VectorIndexSearch, exact, index_state, nearest_facts
+from app.graph.search_hook import exact
+from app.graph.vector_index import VectorIndexSearch, index_state, nearest_facts
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.graph_backends import neo4j_env

@@ -23,7 +23,8 @@ from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.graph.search import fact_closeness
-from app.graph.vector_index import exact, nearest_facts
+from app.graph.search_hook import exact
+from app.graph.vector_index import nearest_facts
 
 
 RECALL_TIMEOUT_S = 1800

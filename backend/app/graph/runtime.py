@@ -34,6 +34,7 @@ from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
+from app.graph.search_hook import GraphSearch
 from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
@@ -105,8 +106,9 @@ class GraphitiRuntime:
         driver = self.graph_drivers.get(graph_id)
         if driver is None:
             driver = self.driver.clone(database=graph_id)
-            if self.config.graph_vector_index:  # the similarity half from the graph's vector index
-                driver.search_interface = vector_index_search(self.config)
+            # The keyword half ranked before it is read; the similarity half from the graph's vector index.
+            index = self.config.graph_vector_index
+            driver.search_interface = vector_index_search(self.config) if index else GraphSearch()
             self.graph_drivers[graph_id] = driver
         return driver
 

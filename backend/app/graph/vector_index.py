@@ -3,8 +3,8 @@
 Graphiti's edge similarity search computes the cosine between the query and every fact of the graph
 in Cypher, so the first stage grows linearly with the graph. Both databases keep an HNSW index over a
 relationship property; `VectorIndexSearch`, set as the driver's `search_interface` (Graphiti's search
-hook), answers the edge similarity search from it and hands every other search, and any similarity
-search with filters or endpoints, to Graphiti's own code on a copy of the driver without the hook.
+hook, app/graph/search_hook.py), answers the edge similarity search from it and leaves every other
+search, and any similarity search with filters or endpoints, to the hook it extends.
 
 - FalkorDB: each graph of ours is a FalkorDB graph with its own index, so the index's hits are the
   graph's. After the database reloads a graph from disk its index answers each fact twice (and
@@ -29,17 +29,16 @@ cosine distance d = 1 - cosine, so (2 - d) / 2; Neo4j's answers that value itsel
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
-from typing import Any
 
 from graphiti_core.driver.driver import GraphProvider
-from graphiti_core.driver.search_interface.search_interface import SearchInterface
 from graphiti_core.edges import EntityEdge
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 from pydantic import PrivateAttr
+
+from app.graph.search_hook import GraphSearch, exact
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +99,8 @@ async def ensure_vector_index(driver, dimension: int) -> None:
         logger.info("Vector index over the facts created (%d-d, cosine); the database builds it now", dimension)
 
 
-def exact(driver):
-    """The same driver (same connection) without the hook: Graphiti's own search code."""
-    plain = copy.copy(driver)
-    plain.search_interface = None
-    return plain
-
-
-class VectorIndexSearch(SearchInterface):
-    """Graphiti's search hook: the edge similarity search from the vector index, all else Graphiti's."""
+class VectorIndexSearch(GraphSearch):
+    """Graphiti's search hook: the edge similarity search from the vector index, all else as GraphSearch."""
 
     dimension: int
     # Graphs with fewer facts answer exactly: there the scan is as fast (80 ms against 93 ms at 1,000
@@ -152,18 +144,6 @@ class VectorIndexSearch(SearchInterface):
                 await ensure_vector_index(driver, self.dimension)
             self.ready = state == "ready"
         return self.ready
-
-    async def edge_fulltext_search(self, driver, *args: Any, **kwargs: Any):
-        return await search_utils.edge_fulltext_search(exact(driver), *args, **kwargs)
-
-    async def node_fulltext_search(self, driver, *args: Any, **kwargs: Any):
-        return await search_utils.node_fulltext_search(exact(driver), *args, **kwargs)
-
-    async def node_similarity_search(self, driver, *args: Any, **kwargs: Any):
-        return await search_utils.node_similarity_search(exact(driver), *args, **kwargs)
-
-    async def episode_fulltext_search(self, driver, *args: Any, **kwargs: Any):
-        return await search_utils.episode_fulltext_search(exact(driver), *args, **kwargs)
 
 
 async def nearest_facts(driver, vector: list[float], limit: int, min_score: float,

@@ -40,17 +40,20 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--vector-index", is_flag=True,
               help="serve with GRAPH_VECTOR_INDEX=on, and at each size also search without it and measure the "
                    "index's recall@20 against the exact cosine")
+@click.option("--stand-in-embedder", is_flag=True,
+              help="embed with a stand-in that answers at once (random vectors, one per text): measures the "
+                   "import and the searches without the embedding model; recall is then that of random points")
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="results folder (default: bench-out/scale)")
 def scale_command(sizes, batch_size, sensors, searches, reranked_searches, limit, base_url, model, vector_index,
-                  output):
+                  stand_in_embedder, output):
     """Grow one graph through the sizes (served app, its own database per GRAPH_BACKEND, local embedder): import
     throughput, first-stage and reranked search p50/p95, app and database memory at each size."""
     if bool(base_url) != bool(model):
         raise click.BadParameter("give both --base-url and --model, or neither", param_hint="--base-url/--model")
     options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, sensors=sensors or None,
                            searches=searches, reranked_searches=reranked_searches, limit=limit, judge_base_url=base_url,
-                           judge_model=model, vector_index=vector_index)
+                           judge_model=model, vector_index=vector_index, stand_in_embedder=stand_in_embedder)
     if options.has_judge:
         require_judge(base_url)
     else:

@@ -1,0 +1,58 @@
+"""The keyword half of the first stage on FalkorDB (app/graph/search_hook.py): ranked before it is read,
+it answers what Graphiti's own full-text search answers, in the same order, on the embedded FalkorDB."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from graphiti_core.search import search_utils
+from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
+
+from app.graph.loop import run_on_loop
+from app.graph.runtime import GraphitiAdapter
+from app.graph.search_hook import GraphSearch, exact
+from tests.conftest import unique_graph_id
+
+
+def _facts() -> list[dict]:
+    # The query word appears 1-12 times in facts of different lengths: each hit scores differently.
+    return [{"source": f"Gauge {i}", "target": "Harbor", "relation": "REPORTS",
+             "fact": f"Gauge {i} reports " + " ".join(["harbor"] * (i + 1)) + f" levels and {'tide ' * (12 - i)}notes"}
+            for i in range(12)] + [
+        {"source": "Baker", "target": "Bakery", "relation": "WORKS_AT", "fact": "The baker opens the bakery at dawn"}]
+
+
+def _uuids(edges) -> list[str]:
+    return [edge.uuid for edge in edges]
+
+
+def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
+    app, client = backend(RERANKER_PROVIDER="none")
+    adapter = GraphitiAdapter(app.config["APP_CONFIG"])
+    gid = unique_graph_id("kw")
+    assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
+    adapter.graph.import_facts(gid, _facts())
+    driver = adapter.runtime.driver_for(gid)
+    assert isinstance(driver.search_interface, GraphSearch)
+
+    def both(query, search_filter=SearchFilters(), group_ids=(gid,), limit=5):
+        group_ids = list(group_ids) if group_ids is not None else None
+        ours = run_on_loop(search_utils.edge_fulltext_search(driver, query, search_filter, group_ids, limit), 60)
+        graphitis = run_on_loop(search_utils.edge_fulltext_search(exact(driver), query, search_filter, group_ids,
+                                                                  limit), 60)
+        return ours, graphitis
+
+    ours, graphitis = both("harbor levels")
+    assert len(ours) == 5 and _uuids(ours) == _uuids(graphitis)
+    assert [edge.fact for edge in ours] == [edge.fact for edge in graphitis]  # whole edges, read the same way
+    assert ours[0].fact.count("harbor") > ours[-1].fact.count("harbor")  # the best-scored hits, not any five
+    ours, graphitis = both("harbor", limit=40, group_ids=None)
+    assert len(ours) == 12 and _uuids(ours) == _uuids(graphitis)
+    assert both("bakery dawn")[0][0].fact == "The baker opens the bakery at dawn"
+    assert both("volcano") == ([], [])
+    assert both("harbor", group_ids=["another_graph"]) == ([], [])
+    # With filters the search is Graphiti's own.
+    before_now = SearchFilters(created_at=[[DateFilter(date=datetime.now(timezone.utc),
+                                                       comparison_operator=ComparisonOperator.less_than)]])
+    ours, graphitis = both("harbor", search_filter=before_now, limit=40)
+    assert len(ours) == 12 and _uuids(ours) == _uuids(graphitis)
