@@ -17,12 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
-from app.graph.local_embedder import LOCAL_EMBEDDING_DIM
-
 MODEL = "stand-in"
+DIMENSION = 384  # the local embedder's size; any size works, the app reads it from EMBEDDING_DIM
 
 
-def vector(text: str, dimension: int = LOCAL_EMBEDDING_DIM) -> list[float]:
+def vector(text: str, dimension: int = DIMENSION) -> list[float]:
     seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
     values = np.random.default_rng(seed).standard_normal(dimension)
     return (values / np.linalg.norm(values)).tolist()
@@ -31,7 +30,7 @@ def vector(text: str, dimension: int = LOCAL_EMBEDDING_DIM) -> list[float]:
 class StandInEmbedder:
     """The server, on a free loopback port, in a thread; `env` points the app at it."""
 
-    def __init__(self, dimension: int = LOCAL_EMBEDDING_DIM):
+    def __init__(self, dimension: int = DIMENSION):
         self.dimension = dimension
         self.texts = 0  # texts embedded so far
         self._lock = threading.Lock()
