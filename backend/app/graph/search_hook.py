@@ -42,7 +42,7 @@ def exact(driver):
     return plain
 
 
-def _graphitis(name: str):
+def _graphiti_own(name: str):
     """The hook's method `name`: Graphiti's search of that name on the driver without the hook."""
     async def search(self, driver, *args: Any, **kwargs: Any):
         return await getattr(search_utils, name)(exact(driver), *args, **kwargs)
@@ -66,14 +66,14 @@ class GraphSearch(SearchInterface):
                                                    query=words, limit=limit, group_ids=group_ids, routing_="r")
         return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
-    edge_similarity_search = _graphitis("edge_similarity_search")
-    node_fulltext_search = _graphitis("node_fulltext_search")
-    node_similarity_search = _graphitis("node_similarity_search")
-    episode_fulltext_search = _graphitis("episode_fulltext_search")
-    edge_bfs_search = _graphitis("edge_bfs_search")
-    node_bfs_search = _graphitis("node_bfs_search")
-    community_fulltext_search = _graphitis("community_fulltext_search")
-    community_similarity_search = _graphitis("community_similarity_search")
-    get_embeddings_for_communities = _graphitis("get_embeddings_for_communities")
-    node_distance_reranker = _graphitis("node_distance_reranker")
-    episode_mentions_reranker = _graphitis("episode_mentions_reranker")
+    edge_similarity_search = _graphiti_own("edge_similarity_search")
+    node_fulltext_search = _graphiti_own("node_fulltext_search")
+    node_similarity_search = _graphiti_own("node_similarity_search")
+    episode_fulltext_search = _graphiti_own("episode_fulltext_search")
+    edge_bfs_search = _graphiti_own("edge_bfs_search")
+    node_bfs_search = _graphiti_own("node_bfs_search")
+    community_fulltext_search = _graphiti_own("community_fulltext_search")
+    community_similarity_search = _graphiti_own("community_similarity_search")
+    get_embeddings_for_communities = _graphiti_own("get_embeddings_for_communities")
+    node_distance_reranker = _graphiti_own("node_distance_reranker")
+    episode_mentions_reranker = _graphiti_own("episode_mentions_reranker")
