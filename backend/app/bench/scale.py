@@ -20,7 +20,7 @@ a private DATA_DIR. At each size:
 
 With `stand_in_embedder` every served app embeds through app/bench/stand_in_embedder.py, which answers
 at once: what is left of the import's time is the app's and the database's (on the 2-core machine,
-289 facts/s over the first 100,000 facts with the vector index on, against 52 with the local embedder),
+360 facts/s over the first 100,000 facts with the vector index on, against 49 with the local embedder),
 so the large sizes fill in a fraction of the time. The index's recall is then that of random vectors.
 
 The reranker and the vector index are process-wide settings, hence the restarts.

@@ -50,7 +50,8 @@ def _free_port() -> int:
 
 # How long a start waits for the server to load its stored graphs. The server answers nothing while
 # it loads, and it builds each graph's vector index (GRAPH_VECTOR_INDEX=on) as part of the load:
-# 100,000 facts take about 110 s on a 2-core machine (4 s without the vector index).
+# on a 2-core machine 100,000 facts load in about 20 s with real embeddings and 110 s with random
+# vectors (4 s without the vector index).
 LOAD_TIMEOUT_S = 1800.0
 LOAD_PROGRESS_EVERY_S = 15.0  # an INFO line while a long load goes on
 # How long a start waits for the indexes of the graphs it loaded (see `_wait_indexes_built`).
