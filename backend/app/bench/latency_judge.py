@@ -18,9 +18,10 @@ import random
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from app.bench.loopback import LoopbackServer, send_json
 from app.rerank import parse_judge_prompt
 
 
@@ -46,11 +47,6 @@ def completion(body: dict[str, Any], score: float) -> dict[str, Any]:
             "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}}
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # the default backlog of 5 drops connects under load (1 s SYN retry)
-
-
 class LatencyJudge:
     def __init__(self, min_ms: float = 50, max_ms: float = 150, seed: int = 7) -> None:
         self.min_s, self.max_s = min_ms / 1000, max_ms / 1000
@@ -59,12 +55,12 @@ class LatencyJudge:
         self.requests = 0
         self.in_flight = 0
         self.peak_in_flight = 0
-        self._server: _Server | None = None
+        self._server: LoopbackServer | None = None
 
     @property
     def base_url(self) -> str:
         assert self._server is not None, "start the judge first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return self._server.base_url
 
     def start(self) -> "LatencyJudge":
         judge = self
@@ -82,23 +78,18 @@ class LatencyJudge:
                     time.sleep(judge._delay())
                     fields = parse_judge_prompt(body.get("messages") or [])
                     score = keyword_overlap(*fields) if fields else 0.0
-                    payload = json.dumps(completion(body, score)).encode()
+                    payload = completion(body, score)
                 finally:
                     judge._leave()  # before answering: the client's next request must not overlap this one
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, 200, payload)
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, name="latency-judge", daemon=True).start()
+        self._server = LoopbackServer(Handler)
+        self._server.serve_in_thread("latency-judge")
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
 
     def __enter__(self) -> "LatencyJudge":
         return self.start()

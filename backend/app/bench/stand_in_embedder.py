@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
+
+from app.bench.loopback import LoopbackServer, send_json
 
 MODEL = "stand-in"
 DIMENSION = 384  # the local embedder's size; any size works, the app reads it from EMBEDDING_DIM
@@ -34,8 +36,7 @@ class StandInEmbedder:
         self.dimension = dimension
         self.texts = 0  # texts embedded so far
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server = LoopbackServer(_handler(self))
 
     def embed(self, texts: list) -> list[list[float]]:
         with self._lock:
@@ -46,15 +47,14 @@ class StandInEmbedder:
     def env(self) -> dict[str, str]:
         return {"EMBEDDING_PROVIDER": "openai", "EMBEDDING_MODEL": MODEL, "EMBEDDING_API_KEY": MODEL,
                 "EMBEDDING_DIM": str(self.dimension),
-                "EMBEDDING_BASE_URL": f"http://127.0.0.1:{self._server.server_address[1]}/v1"}
+                "EMBEDDING_BASE_URL": self._server.base_url}
 
     def __enter__(self) -> "StandInEmbedder":
-        threading.Thread(target=self._server.serve_forever, name="stand-in-embedder", daemon=True).start()
+        self._server.serve_in_thread("stand-in-embedder")
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
 
 def _handler(embedder: StandInEmbedder) -> type[BaseHTTPRequestHandler]:
@@ -67,18 +67,10 @@ def _handler(embedder: StandInEmbedder) -> type[BaseHTTPRequestHandler]:
             texts = body.get("input")
             texts = [texts] if isinstance(texts, str) else texts
             if self.path.rstrip("/") != "/v1/embeddings" or not isinstance(texts, list):
-                return self._answer(400, {"error": {"message": "POST /v1/embeddings with an input text or list"}})
+                return send_json(self, 400, {"error": {"message": "POST /v1/embeddings with an input text or list"}})
             data = [{"object": "embedding", "index": i, "embedding": values}
                     for i, values in enumerate(embedder.embed(texts))]
-            self._answer(200, {"object": "list", "model": MODEL, "data": data,
-                               "usage": {"prompt_tokens": 0, "total_tokens": 0}})
-
-        def _answer(self, status: int, payload: dict) -> None:
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_json(self, 200, {"object": "list", "model": MODEL, "data": data,
+                                  "usage": {"prompt_tokens": 0, "total_tokens": 0}})
 
     return Handler
