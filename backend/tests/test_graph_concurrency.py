@@ -32,7 +32,9 @@ STEPS = 30
 GRAPHS = 3
 NAMES = [f"Well {n}" for n in range(8)]  # few names: imports into one graph share entities
 BATCH = 5
-OPERATIONS = ("create", "import", "import", "reimport", "search", "search", "delete", "stats")
+# A create for every delete, so that about as many graphs are re-created as deleted and imports
+# mostly find a live graph; with fewer creates the graphs stay deleted and most imports answer 404.
+OPERATIONS = ("create", "create", "import", "import", "reimport", "search", "search", "delete", "stats")
 ALLOWED = {"create": {201, 409}, "import": {201, 404, 409}, "reimport": {201, 404, 409},
            "search": {200, 404}, "delete": {200, 202, 404}, "stats": {200, 404}}  # 202: a delete still running
 
