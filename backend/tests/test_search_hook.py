@@ -1,16 +1,18 @@
 """The keyword half of the first stage on FalkorDB (app/graph/search_hook.py): ranked before it is read,
-it answers what Graphiti's own full-text search answers, in the same order, on the embedded FalkorDB."""
+it answers what Graphiti's own full-text search answers, in the same order, on the embedded FalkorDB;
+and facts read without their embeddings are otherwise the facts Graphiti reads."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from graphiti_core.edges import EntityEdge
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
 
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter
-from app.graph.search_hook import GraphSearch, exact
+from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
 from tests.conftest import unique_graph_id
 
 
@@ -24,6 +26,10 @@ def _facts() -> list[dict]:
 
 def _uuids(edges) -> list[str]:
     return [edge.uuid for edge in edges]
+
+
+def _dumps(edges) -> list[dict]:
+    return [edge.model_dump() for edge in edges]
 
 
 def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
@@ -44,7 +50,7 @@ def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
 
     ours, graphitis = both("harbor levels")
     assert len(ours) == 5 and _uuids(ours) == _uuids(graphitis)
-    assert [edge.fact for edge in ours] == [edge.fact for edge in graphitis]  # whole edges, read the same way
+    assert _dumps(ours) == _dumps(graphitis)  # whole edges, read the same way
     assert ours[0].fact.count("harbor") > ours[-1].fact.count("harbor")  # the best-scored hits, not any five
     ours, graphitis = both("harbor", limit=40, group_ids=None)
     assert len(ours) == 12 and _uuids(ours) == _uuids(graphitis)
@@ -56,3 +62,20 @@ def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
                                                        comparison_operator=ComparisonOperator.less_than)]])
     ours, graphitis = both("harbor", search_filter=before_now, limit=40)
     assert len(ours) == 12 and _uuids(ours) == _uuids(graphitis)
+
+
+def test_facts_read_without_embeddings_are_the_facts_graphiti_reads(backend):
+    app, client = backend(RERANKER_PROVIDER="none")
+    adapter = GraphitiAdapter(app.config["APP_CONFIG"])
+    gid = unique_graph_id("by_uuid")
+    assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
+    adapter.graph.import_facts(gid, _facts())
+    driver = adapter.runtime.driver_for(gid)
+    stored = run_on_loop(EntityEdge.get_by_group_ids(driver, [gid], with_embeddings=True), 60)
+    assert len(stored) == 13 and all(len(edge.fact_embedding or []) > 0 for edge in stored)  # vectors are stored
+    wanted = sorted(edge.uuid for edge in stored)[:7]
+    ours = sorted(run_on_loop(edges_by_uuid(driver, wanted), 60), key=lambda edge: edge.uuid)
+    graphitis = sorted(run_on_loop(EntityEdge.get_by_uuids(exact(driver), wanted), 60), key=lambda edge: edge.uuid)
+    assert _uuids(ours) == wanted and _dumps(ours) == _dumps(graphitis)
+    assert all(edge.fact_embedding is None and "fact_embedding" not in edge.attributes for edge in ours)
+    assert run_on_loop(edges_by_uuid(driver, []), 60) == []

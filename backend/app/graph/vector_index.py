@@ -39,7 +39,7 @@ from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 from pydantic import PrivateAttr
 
-from app.graph.search_hook import GraphSearch, exact
+from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ async def nearest_facts(driver, vector: list[float], limit: int, min_score: floa
     uuids = await _nearest_uuids(driver, list(vector), limit, min_score, group_ids)
     if not uuids:
         return uuids
-    by_uuid = {edge.uuid: edge for edge in await EntityEdge.get_by_uuids(driver, uuids)}
+    by_uuid = {edge.uuid: edge for edge in await edges_by_uuid(driver, uuids)}
     return [by_uuid[uuid] for uuid in uuids if uuid in by_uuid]
 
 
