@@ -32,13 +32,18 @@ def _dumps(edges) -> list[dict]:
     return [edge.model_dump() for edge in edges]
 
 
-def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
+def _graph_of_facts(backend, prefix: str):
+    """A new graph holding _facts() on the embedded FalkorDB: its id and its driver (with the hook)."""
     app, client = backend(RERANKER_PROVIDER="none")
     adapter = GraphitiAdapter(app.config["APP_CONFIG"])
-    gid = unique_graph_id("kw")
+    gid = unique_graph_id(prefix)
     assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
     adapter.graph.import_facts(gid, _facts())
-    driver = adapter.runtime.driver_for(gid)
+    return gid, adapter.runtime.driver_for(gid)
+
+
+def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
+    gid, driver = _graph_of_facts(backend, "kw")
     assert isinstance(driver.search_interface, GraphSearch)
 
     def both(query, search_filter=SearchFilters(), group_ids=(gid,), limit=5):
@@ -65,12 +70,7 @@ def test_the_keyword_half_answers_graphitis_hits_in_graphitis_order(backend):
 
 
 def test_facts_read_without_embeddings_are_the_facts_graphiti_reads(backend):
-    app, client = backend(RERANKER_PROVIDER="none")
-    adapter = GraphitiAdapter(app.config["APP_CONFIG"])
-    gid = unique_graph_id("by_uuid")
-    assert client.post("/api/graph", json={"graph_id": gid}).status_code == 201
-    adapter.graph.import_facts(gid, _facts())
-    driver = adapter.runtime.driver_for(gid)
+    gid, driver = _graph_of_facts(backend, "by_uuid")
     stored = run_on_loop(EntityEdge.get_by_group_ids(driver, [gid], with_embeddings=True), 60)
     assert len(stored) == 13 and all(len(edge.fact_embedding or []) > 0 for edge in stored)  # vectors are stored
     wanted = sorted(edge.uuid for edge in stored)[:7]
