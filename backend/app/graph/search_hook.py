@@ -9,7 +9,7 @@ but sorts the bare hits first and reads the fields of the `limit` it keeps.
 
 Both read a kept fact's fields as Graphiti does, except its embedding: Graphiti returns `properties(e)`
 as the fact's attributes and drops the embedding in Python, after the database has sent its 384 floats
-(24 ms for 20 facts against 3 ms without, over 100,000 facts). `edges_by_uuid` reads facts that way and
+(22 ms for 20 facts against 2 ms without, over 100,000 facts). `edges_by_uuid` reads facts that way and
 finds them through the uuid index: Graphiti's fetch by uuid took 72 ms p50 for the 20 facts the vector
 index keeps over 100,000 facts, this one 5 ms.
 
