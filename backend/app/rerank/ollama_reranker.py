@@ -24,10 +24,9 @@ from typing import Any
 from app.rerank.cross_encoder import GuardedReranker
 from app.rerank.judge import LLMJudge
 from app.rerank.judgement import SCORE_FLOOR
-from app.rerank.strategies.base import strategy_name
+from app.rerank.strategies.base import JudgeCall, run_checked, strategy_name
 from app.rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
 from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
-from app.rerank.strategy_run import rerank
 from app.rerank.types import Document, RerankResult, rank_score
 from app.rerank.warmup import start_warmup
 
@@ -105,11 +104,12 @@ class OllamaReranker(GuardedReranker):
     async def _rank(self, query: str, passages: list[str]) -> list[tuple[int, float]]:
         rankable = [index for index, passage in enumerate(passages) if passage.strip()]
         documents = [Document(id=str(index), text=passages[index]) for index in rankable]
+        # Lenient: a failed window, group or pair keeps its incoming order; only a whole call fails.
+        call = JudgeCall(self.judge, strict=False, context_tokens=self.context_tokens)
         # Every passage must come back (graph search applies its own limit): no strategy default cap.
-        outcome = await rerank(query, documents, provider=self.judge, strategy=self.strategy, strict=False,
-                               context_tokens=self.context_tokens, top_k=len(documents) or None)
-        self._count(outcome.stats)
-        results = outcome.results + outcome.dropped
+        kept, dropped = await run_checked(self.strategy, query, documents, call, top_k=len(documents))
+        self._count(call.stats())
+        results = kept + dropped
         order = [rankable[result.original_index] for result in results]
         placed = set(order)
         unjudged = [index for index in range(len(passages)) if index not in placed]

@@ -1,7 +1,9 @@
-"""The strategy runner, `rerank()`: validate, run a strategy on the shared judge, type failures.
+"""`rerank()`: a strategy run on documents with ids, for /api/rerank and the benchmarks.
 
-Each call wraps the judge in its own `JudgeCall` (app/rerank/strategies/base.py: per-call counts,
-typed errors, the strict/lenient unit policy, the context guard) and hands that to the strategy.
+It validates the request (query, top_k, documents), resolves a strategy name through the registry,
+wraps the shared judge in this call's own `JudgeCall` and runs the strategy with
+`strategies.base.run_checked`, which graph search's `OllamaReranker` uses too (per-call counts,
+typed errors, the strict/lenient unit policy, the context guard, the check of the strategy's answer).
 
     outcome = await rerank("where is the tower?", ["Paris ...", "Berlin ..."], provider=judge,
                            strategy="listwise", top_k=5)
@@ -11,25 +13,21 @@ typed errors, the strict/lenient unit policy, the context guard) and hands that 
 `RerankParseError`, a failed request `RerankProviderError`, an oversized prompt `DocumentTooLongError`,
 and anything else a strategy raises is wrapped in `RerankStrategyError`, as is a strategy that is not
 one or answers with something other than consistent results. Custom strategies may be sync or async,
-keyword-only or positional, with or without `estimate_calls` (then `estimated_calls` is None). With `strict=False` (graph
-search, through OllamaReranker) a failed window/group/pair keeps its incoming order and is counted;
-only a failure of the whole call raises. Input guards apply in both modes.
+keyword-only or positional, with or without `estimate_calls` (then `estimated_calls` is None). With
+`strict=False` a failed window/group/pair keeps its incoming order and is counted; only a failure of
+the whole call raises. Input guards apply in both modes.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.rerank.judge import JudgeError
-from app.rerank.strategies.base import (
-    JudgeCall, estimated_calls, fill_rank_scores, run_strategy, strategy_name, typed_error,
-)
+from app.rerank.strategies.base import JudgeCall, estimated_calls, raise_typed, run_checked, strategy_name
 from app.rerank.strategies.registry import get_strategy
 from app.rerank.types import (
-    Document, InvalidRerankInputError, RerankError, RerankResult, RerankStrategyError, as_documents, check_documents,
+    Document, InvalidRerankInputError, RerankResult, RerankStrategyError, as_documents, check_documents,
 )
 
 
@@ -85,11 +83,7 @@ async def rerank(
     judge = provider.judge if isinstance(provider, JudgeCall) else provider
     call = JudgeCall(judge, strict=strict, context_tokens=context_tokens)
     estimated = _estimate(name, chosen, len(docs), top_k) if docs else 0
-    results = await _run(name, chosen, query, docs, call, top_k) if docs else []
-    try:
-        kept, dropped = _checked(results, docs, top_k, name)
-    except Exception as error:  # e.g. a result whose document is not a Document
-        _raise_typed(name, error)
+    kept, dropped = await run_checked(chosen, query, docs, call, top_k)
     stats = {**call.stats(), "elapsed_ms": round((time.perf_counter() - started) * 1000, 1)}
     return RerankOutcome(kept, dropped, name, call.model, call.calls, estimated, stats, call.diversity_note)
 
@@ -98,55 +92,7 @@ def _estimate(name: str, strategy: Any, n_documents: int, top_k: int | None) -> 
     try:
         estimate = estimated_calls(strategy, n_documents, top_k)
     except Exception as error:
-        _raise_typed(name, error)
+        raise_typed(name, error)
     if estimate is not None and (isinstance(estimate, bool) or not isinstance(estimate, int) or estimate < 0):
         raise RerankStrategyError(f"the {name} strategy estimated {estimate!r} calls, not a count")
     return estimate
-
-
-async def _run(name: str, strategy: Any, query: str, docs: list[Document], call: JudgeCall, top_k: int | None):
-    try:
-        return await run_strategy(strategy, query, docs, call, top_k)
-    except Exception as error:  # CancelledError is not an Exception: cancellation propagates
-        _raise_typed(name, error)
-
-
-def _raise_typed(name: str, error: Exception) -> None:
-    if isinstance(error, RerankError):
-        raise error
-    if isinstance(error, JudgeError):  # a strategy that called the bare judge
-        raise typed_error(error) from error
-    raise RerankStrategyError(f"the {name} strategy failed: {type(error).__name__}: {error}") from error
-
-
-def _checked(results: Any, docs: list[Document], top_k: int | None, name: str):
-    """Kept and dropped results, after checking a (possibly custom) strategy's output is consistent."""
-    if not isinstance(results, list) or not all(isinstance(result, RerankResult) for result in results):
-        raise RerankStrategyError(f"the {name} strategy did not return a list of RerankResult")
-    seen: set[int] = set()
-    for result in results:
-        index = result.original_index
-        if not (isinstance(index, int) and 0 <= index < len(docs)) or index in seen:
-            raise RerankStrategyError(f"the {name} strategy returned original_index {index!r} twice or out of range")
-        if result.document.id != docs[index].id:
-            raise RerankStrategyError(f"the {name} strategy returned an inconsistent result for index {index}")
-        if result.score is not None and not _is_score(result.score):
-            raise RerankStrategyError(f"the {name} strategy returned score {result.score!r} for index {index}, "
-                                      "not a finite number")
-        seen.add(index)
-    fill_rank_scores(results)
-    kept = [result for result in results if not result.dropped]
-    dropped = [result for result in results if result.dropped]
-    expected = len(docs) - len(dropped) if top_k is None else min(top_k, len(docs) - len(dropped))
-    if len(kept) < expected:
-        raise RerankStrategyError(f"the {name} strategy ranked {len(kept)} documents, expected {expected}")
-    kept = kept[:top_k] if top_k is not None else kept
-    for rank, result in enumerate(kept, start=1):
-        result.rank = rank
-    for rank, result in enumerate(dropped, start=len(kept) + 1):
-        result.rank = rank
-    return kept, dropped
-
-
-def _is_score(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

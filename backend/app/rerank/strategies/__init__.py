@@ -4,8 +4,9 @@
     strategy = get_strategy("sliding_window", window_size=20, stride=10)
     strategy.estimate_calls(50)  # -> 5, known before anything is spent
 
-Run one through `app.rerank.rerank` (app/rerank/strategy_run.py), which validates the input,
-wraps the shared judge in a per-call `JudgeCall` (base.py) and types every failure.
+`base.run_checked` runs one on a per-call `JudgeCall` (base.py), checks its answer and types every
+failure: graph search's OllamaReranker calls it directly, /api/rerank through `app.rerank.rerank`
+(app/rerank/strategy_run.py), which also validates the request and resolves names.
 """
 
 from app.rerank.strategies.base import RerankStrategy

@@ -8,7 +8,7 @@ arguments by these names, positional or keyword-only:
     def estimate_calls(self, n_documents, top_k=None) -> int                             # optional
 
 Without `estimate_calls` the estimate is unknown (None). A result may leave `score` out: the strategy
-runner (`strategy_run.rerank`) derives it from the rank. Optional attributes: `name` (str) and
+runner (`run_checked`) derives it from the rank. Optional attributes: `name` (str) and
 `max_documents` (int | None), read with defaults.
 
 `provider` is a `JudgeCall`: one rerank call's view of the shared `LLMJudge`. The runner makes one
@@ -34,8 +34,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from app.config import DEFAULT_CONTEXT_TOKENS
 from app.rerank.judge import JudgeError, LLMJudge, Usage
@@ -43,7 +44,7 @@ from app.rerank.request_waves import NOT_SENT, RequestWaves
 from app.rerank.strategies.strategy_prompts import clip
 from app.rerank.types import (
     Document, DocumentTooLongError, RerankError, RerankParseError, RerankProviderError, RerankResult,
-    TooManyDocumentsError, rank_score, refuse_longer_than,
+    RerankStrategyError, TooManyDocumentsError, rank_score, refuse_longer_than,
 )
 
 logger = logging.getLogger(__name__)
@@ -242,6 +243,68 @@ async def run_strategy(
     else:
         result = method(query, documents, provider, top_k)
     return await result if inspect.isawaitable(result) else result
+
+
+async def run_checked(
+    strategy: Any, query: str, documents: list[Document], call: JudgeCall, top_k: int | None
+) -> tuple[list[RerankResult], list[RerankResult]]:
+    """Run `strategy` on one call's view of the judge and check its answer: (kept, dropped), each
+    with its rank and a score. Every failure is typed (`raise_typed`); cancellation propagates."""
+    name = strategy_name(strategy)
+    if not documents:
+        return [], []
+    check_count(strategy, documents)
+    try:
+        results = await run_strategy(strategy, query, documents, call, top_k)
+    except Exception as error:  # CancelledError is not an Exception
+        raise_typed(name, error)
+    try:
+        return _checked(results, documents, top_k, name)
+    except Exception as error:  # e.g. a result whose document is not a Document
+        raise_typed(name, error)
+
+
+def raise_typed(name: str, error: Exception) -> NoReturn:
+    """`error`, raised as a RerankError: typed ones as they are, the judge's as provider or parse
+    errors, anything else as the strategy's own failure."""
+    if isinstance(error, RerankError):
+        raise error
+    if isinstance(error, JudgeError):  # a strategy that called the bare judge
+        raise typed_error(error) from error
+    raise RerankStrategyError(f"the {name} strategy failed: {type(error).__name__}: {error}") from error
+
+
+def _checked(results: Any, docs: list[Document], top_k: int | None, name: str):
+    """Kept and dropped results, after checking a (possibly custom) strategy's output is consistent."""
+    if not isinstance(results, list) or not all(isinstance(result, RerankResult) for result in results):
+        raise RerankStrategyError(f"the {name} strategy did not return a list of RerankResult")
+    seen: set[int] = set()
+    for result in results:
+        index = result.original_index
+        if not (isinstance(index, int) and 0 <= index < len(docs)) or index in seen:
+            raise RerankStrategyError(f"the {name} strategy returned original_index {index!r} twice or out of range")
+        if result.document.id != docs[index].id:
+            raise RerankStrategyError(f"the {name} strategy returned an inconsistent result for index {index}")
+        if result.score is not None and not _is_score(result.score):
+            raise RerankStrategyError(f"the {name} strategy returned score {result.score!r} for index {index}, "
+                                      "not a finite number")
+        seen.add(index)
+    fill_rank_scores(results)
+    kept = [result for result in results if not result.dropped]
+    dropped = [result for result in results if result.dropped]
+    expected = len(docs) - len(dropped) if top_k is None else min(top_k, len(docs) - len(dropped))
+    if len(kept) < expected:
+        raise RerankStrategyError(f"the {name} strategy ranked {len(kept)} documents, expected {expected}")
+    kept = kept[:top_k] if top_k is not None else kept
+    for rank, result in enumerate(kept, start=1):
+        result.rank = rank
+    for rank, result in enumerate(dropped, start=len(kept) + 1):
+        result.rank = rank
+    return kept, dropped
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def fill_rank_scores(results: Sequence[RerankResult]) -> None:
