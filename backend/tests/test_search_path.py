@@ -1,0 +1,127 @@
+"""The modules one reranked search runs, from the HTTP request to the judge's request and back.
+
+`SEARCH_TRAIL` is what a newcomer reads to follow a RERANKER_* setting to the search answer;
+`SEARCH_SUPPORT` is what those modules call on the way (input checks, the graph loop, the judge's
+own parts). A real search over HTTP (Flask's client, the embedded FalkorDB, the scripted judge on
+real HTTP) is traced on both threads it runs on, and the modules of `app.api`, `app.graph` and
+`app.rerank` that ran must be exactly these: a module that joins the path, or leaves it, fails here
+until the lists say so.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from contextvars import ContextVar
+from pathlib import Path
+
+from app.graph.loop import run_on_loop
+from app.graph.runtime import GraphitiAdapter
+from tests.conftest import unique_graph_id
+from tests.support.facts import WATER_FACTS
+from tests.support.scripted_llm import judge
+
+APP = Path(__file__).resolve().parents[1] / "app"
+TRACED_PACKAGES = ("api", "graph", "rerank")
+# True inside the traced request and in every task it starts on the graph loop (tasks copy the context
+# of the thread that submits them), so work other tests left on the loop is not counted.
+IN_TRACED_REQUEST: ContextVar[bool] = ContextVar("in_traced_request", default=False)
+
+# The trail, in the order a search meets it. Config.from_env (app/config.py) has read the settings
+# before any request; graph/runtime.py built the reranker with them (`_build_reranker`).
+SEARCH_TRAIL = {
+    "api/graph.py": "POST /api/graph/<id>/search: the checked request in, the answer out",
+    "graph/runtime.py": "the process's Graphiti, built once with the reranker (_get_graphiti, _build_reranker)",
+    "rerank/providers.py": "the RERANKER_PROVIDER registry: does this provider judge?",
+    "graph/search.py": "first stage, the judge, fusion, typed hits",
+    "rerank/cross_encoder.py": "the guard: budget, deadline, breaker, fallback; answers a Judgement",
+    "rerank/ollama_reranker.py": "the LLM judge as a cross encoder, running RERANKER_STRATEGY",
+    "rerank/strategies/base.py": "runs the strategy on this call's view of the judge and checks its answer",
+    "rerank/strategies/pointwise.py": "the default strategy: one judge request per passage",
+    "rerank/judge.py": "the request to the model server (RERANKER_MODEL, RERANKER_SCORE_MODE)",
+    "rerank/judgement.py": "the one result shape: scores by position, how many judged, whether it fell back",
+    "rerank/fusion.py": "judge, cosine and first stage fused into the answer's order (RERANKER_FUSION)",
+}
+SEARCH_SUPPORT = {
+    "api/errors.py": "JSON error bodies",
+    "api/validation.py": "request checks",
+    "graph/embedded_falkordb.py": "is the embedded database still up?",
+    "graph/local_embedder.py": "the query's embedding (EMBEDDING_PROVIDER=local)",
+    "graph/loop.py": "the one asyncio loop graph coroutines run on",
+    "graph/operations.py": "graph operations under their locks and deadline",
+    "graph/search_hook.py": "the first stage's keyword and cosine halves",
+    "graph/store.py": "the graph registry (does the graph exist?)",
+    "graph/text_rules.py": "text checks of the query",
+    "graph/timestamps.py": "ISO dates in the hits",
+    "rerank/circuit_breaker.py": "the model's breaker",
+    "rerank/counters.py": "the judge's counters",
+    "rerank/judge_prompt.py": "the judge's prompt",
+    "rerank/request_limit.py": "the process-wide bound on model requests",
+    "rerank/request_waves.py": "holding back requests once every one in flight timed out",
+    "rerank/score_cache.py": "the score cache",
+    "rerank/score_parsing.py": "the yes/no probability read from the answer's logprobs",
+    "rerank/server_connection.py": "the client of one model server",
+    "rerank/similarity.py": "the embedder's cosine, the third signal",
+    "rerank/strategies/strategy_prompts.py": "passages cut to RERANKER_MAX_DOCUMENT_CHARS",
+    "rerank/types.py": "the strategy result type",
+}
+
+
+def app_module(filename: str) -> str | None:
+    path = Path(filename)
+    if not path.is_relative_to(APP):
+        return None
+    module = path.relative_to(APP).as_posix()
+    return module if module.split("/")[0] in TRACED_PACKAGES else None
+
+
+def modules_run_by(request) -> tuple[object, set[str]]:
+    """`request()`'s result, and the traced app modules whose functions it called, on this thread and
+    on the graph loop's."""
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and IN_TRACED_REQUEST.get():
+            seen.add(frame.f_code.co_filename)
+
+    async def set_loop_profile(function):
+        sys.setprofile(function)
+
+    run_on_loop(set_loop_profile(profile))
+    token = IN_TRACED_REQUEST.set(True)
+    sys.setprofile(profile)
+    try:
+        result = request()
+    finally:
+        sys.setprofile(None)
+        IN_TRACED_REQUEST.reset(token)
+        run_on_loop(set_loop_profile(None))
+    return result, {module for module in map(app_module, seen) if module is not None}
+
+
+def test_a_reranked_search_runs_the_trail_and_its_support_only(backend, scripted_llm):
+    gid = unique_graph_id()
+    GraphitiAdapter().graph.create(gid)
+    GraphitiAdapter().graph.import_facts(gid, WATER_FACTS)
+    scripted_llm.responder = judge(lambda query, passage: 0.9 if "reservoir" in passage else 0.2)
+    _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                        RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5)
+    # The first request builds the runtime (Graphiti, the reranker): that is start-up, not the path.
+    assert client.post(f"/api/graph/{gid}/search", json={"query": "reservoir", "limit": 4}).status_code == 200
+    # A query never asked before: every passage goes to the judge (none from the score cache).
+    query = f"harbor water utility reservoir town {uuid.uuid4().hex[:6]}"
+
+    response, modules = modules_run_by(
+        lambda: client.post(f"/api/graph/{gid}/search", json={"query": query, "limit": 4}))
+
+    body = response.get_json()
+    assert response.status_code == 200 and body["reranked"] is True and body["judged"] > 0, body
+    assert scripted_llm.count > 0
+    expected = SEARCH_TRAIL.keys() | SEARCH_SUPPORT.keys()
+    assert {"joined the path": sorted(modules - expected), "left the path": sorted(expected - modules)} == {
+        "joined the path": [], "left the path": []}
+
+
+def test_the_lists_name_existing_modules_once():
+    assert not SEARCH_TRAIL.keys() & SEARCH_SUPPORT.keys()
+    assert all((APP / module).is_file() for module in SEARCH_TRAIL.keys() | SEARCH_SUPPORT.keys())
