@@ -5,6 +5,10 @@ sent and answered, the import took time). No timing is asserted: figures depend 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -119,3 +123,46 @@ def test_a_stand_in_embedder_can_take_the_models_place(tmp_path):
     # Every served app embedded there: the 30 facts and 13 entities, and the searches' and recall's queries.
     assert report["stand_in_embedded_texts"] >= 30 + 13 + 2 + 2 + 40, report["stand_in_embedded_texts"]
     assert report["options"]["stand_in_embedder"] is True and "embedder_env" not in report["options"]
+
+
+def _vector_recall(*args: str) -> subprocess.CompletedProcess:
+    """`flask bench vector-recall` in its own process, as a user runs it: it starts the stored graph's database."""
+    env = {**os.environ, "DOTENV_PATH": os.devnull, "EMBEDDING_PROVIDER": "local", "LOG_LEVEL": "WARNING"}
+    return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "vector-recall", *args],
+                          cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_kept_graph_gives_the_index_recall_for_each_over_ask(tmp_path):
+    data = tmp_path / "data"
+    result, _ = _scale(tmp_path, "--sizes", "60", "--sensors", "6", "--searches", "1", "--data-dir", str(data))
+    assert result.exit_code == 0, result.output
+
+    done = _vector_recall("--data-dir", str(data), "--overfetch", "1,8", "--queries", "10",
+                          "--output", str(tmp_path / "recall.json"))
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads((tmp_path / "recall.json").read_text())["rows"]
+    assert [(row["overfetch"], row["k"], row["queries"]) for row in rows] == [(1, 20, 10), (8, 20, 10)]
+    for row in rows:
+        assert 0 <= row["min"] <= row["mean"] <= 1 and 0 < row["index_search_ms_p50"] <= row["index_search_ms_p95"]
+    # Asked for 8 hits per fact wanted, the index finds nearly all of the exact nearest 20 of 60 facts.
+    assert rows[1]["mean"] >= 0.95 and rows[1]["mean"] >= rows[0]["mean"], rows
+    assert f"| 8 | {rows[1]['mean']:.4f} ({rows[1]['min']:.2f}) |" in done.stdout
+
+
+def test_vector_recall_on_a_graph_that_is_not_there_says_so_in_one_line(tmp_path):
+    data = tmp_path / "data"
+    assert _scale(tmp_path, "--sizes", "5", "--searches", "1", "--data-dir", str(data))[0].exit_code == 0
+
+    done = _vector_recall("--data-dir", str(data), "--graph-id", "elsewhere", "--queries", "2")
+
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "Error: graph 'elsewhere' is not stored under" in done.stderr
+
+
+def test_scale_grows_its_graph_only_in_an_empty_folder(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "something").write_text("kept")
+    result, _ = _scale(tmp_path, "--sizes", "5", "--data-dir", str(tmp_path / "data"))
+    assert result.exit_code == 2 and "is not empty" in result.output
+    assert (tmp_path / "data" / "something").read_text() == "kept"

@@ -65,6 +65,7 @@ class ScaleOptions:
     recall_queries: int = 40
     stand_in_embedder: bool = False  # embed with app/bench/stand_in_embedder.py: the import without the model
     embedder_env: dict[str, str] = field(default_factory=dict)  # EMBEDDING_* of every served app (set by run)
+    data_dir: Path | None = None  # keep the grown graph here (an empty or new folder); None: a temporary one
 
     @property
     def has_judge(self) -> bool:
@@ -205,7 +206,7 @@ def run(options: ScaleOptions, log_dir: Path | None = None, echo: Callable[[str]
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as temp, embedder as stand_in:
         if stand_in is not None:
             options = replace(options, embedder_env=stand_in.env)
-        data_dir, logs = Path(temp) / "data", log_dir or Path(temp)
+        data_dir, logs = options.data_dir or Path(temp) / "data", log_dir or Path(temp)
         logs.mkdir(parents=True, exist_ok=True)
         app, _ = _serve(data_dir, logs / "serve-scale.log", _reranker_off(options))
         try:
@@ -229,7 +230,8 @@ def run(options: ScaleOptions, log_dir: Path | None = None, echo: Callable[[str]
                 echo(f"  {describe_step(figures)}")
         finally:
             app.stop()
-    settings = {name: value for name, value in options.__dict__.items() if name != "embedder_env"}
+    settings = {name: str(value) if isinstance(value, Path) else value
+                for name, value in options.__dict__.items() if name != "embedder_env"}
     return {"steps": steps, "options": {**settings, "sizes": list(options.sizes)},
             "stand_in_embedded_texts": stand_in.texts if stand_in is not None else None,
             "reranked_skipped": None if options.has_judge else "no judge given (--base-url and --model)"}

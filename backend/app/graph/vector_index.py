@@ -150,23 +150,29 @@ class VectorIndexSearch(GraphSearch):
         return self.ready
 
 
+def default_overfetch(driver) -> int:
+    """Hits a search first asks the index for, per fact wanted, on this driver's database."""
+    return FALKORDB_OVERFETCH if driver.provider == GraphProvider.FALKORDB else OVERFETCH
+
+
 async def nearest_facts(driver, vector: list[float], limit: int, min_score: float,
-                        group_ids: list[str] | None = None) -> list[EntityEdge] | None:
+                        group_ids: list[str] | None = None, *, overfetch: int | None = None) -> list[EntityEdge] | None:
     """The `limit` facts nearest `vector` by the index, scored at least `min_score`, nearest first;
-    None when the index cannot tell them without reading too much (Neo4j: take the exact path)."""
-    uuids = await _nearest_uuids(driver, list(vector), limit, min_score, group_ids)
+    None when the index cannot tell them without reading too much (Neo4j: take the exact path).
+    `overfetch`: hits first asked per fact wanted (default: `default_overfetch`)."""
+    uuids = await _nearest_uuids(driver, list(vector), limit, min_score, group_ids, overfetch)
     if not uuids:
         return uuids
     by_uuid = {edge.uuid: edge for edge in await edges_by_uuid(driver, uuids)}
     return [by_uuid[uuid] for uuid in uuids if uuid in by_uuid]
 
 
-async def _nearest_uuids(driver, vector, limit, min_score, group_ids) -> list[str] | None:
+async def _nearest_uuids(driver, vector, limit, min_score, group_ids, overfetch) -> list[str] | None:
     """Asks the index for more than `limit` and doubles while too few of the graph's facts come back
     and more could: on FalkorDB a reloaded graph's facts each take two of the index's hits; on Neo4j
     other graphs' facts take slots. None: the index cannot tell without reading too much."""
     falkordb = driver.provider == GraphProvider.FALKORDB
-    asked, answered_before = limit * (FALKORDB_OVERFETCH if falkordb else OVERFETCH), -1
+    asked, answered_before = limit * (overfetch or default_overfetch(driver)), -1
     while True:
         if falkordb:  # one index per graph: its hits are the graph's
             records, _, _ = await driver.execute_query(FALKORDB_NEAREST_QUERY, k=asked, vector=vector)

@@ -43,17 +43,23 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--stand-in-embedder", is_flag=True,
               help="embed with a stand-in that answers at once (random vectors, one per text): measures the "
                    "import and the searches without the embedding model; recall is then that of random points")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="keep the grown graph in this new or empty folder (for `bench vector-recall`); default: a "
+                   "temporary one, removed at the end")
 @click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="results folder (default: bench-out/scale)")
 def scale_command(sizes, batch_size, sensors, searches, reranked_searches, limit, base_url, model, vector_index,
-                  stand_in_embedder, output):
+                  stand_in_embedder, data_dir, output):
     """Grow one graph through the sizes (served app, its own database per GRAPH_BACKEND, local embedder): import
     throughput, first-stage and reranked search p50/p95, app and database memory at each size."""
     if bool(base_url) != bool(model):
         raise click.BadParameter("give both --base-url and --model, or neither", param_hint="--base-url/--model")
+    if data_dir is not None and data_dir.exists() and any(data_dir.iterdir()):
+        raise click.BadParameter(f"{data_dir} is not empty: the graph is grown from nothing", param_hint="--data-dir")
     options = ScaleOptions(sizes=_sizes(sizes), batch_size=batch_size, sensors=sensors or None,
                            searches=searches, reranked_searches=reranked_searches, limit=limit, judge_base_url=base_url,
-                           judge_model=model, vector_index=vector_index, stand_in_embedder=stand_in_embedder)
+                           judge_model=model, vector_index=vector_index, stand_in_embedder=stand_in_embedder,
+                           data_dir=data_dir.resolve() if data_dir is not None else None)
     if options.has_judge:
         require_judge(base_url)
     else:
