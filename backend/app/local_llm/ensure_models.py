@@ -39,7 +39,6 @@ import httpx
 
 from app.config import Config
 from app.local_llm.ollama_build import OLLAMA_VERSION
-from app.rerank import provider_for
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,8 @@ def needed_models(config: Config) -> list[NeededModel]:
     ]
     if config.embedding_provider == "openai":
         wanted.append((config.embedding_model, config.embedding_base_url, "embedding", "EMBEDDING_MODEL"))
-    if provider_for(config).runs_strategy:  # the LLM judge: a chat model on that server
+    # By name, not through app.rerank's registry: the model command imports neither Graphiti nor the OpenAI client.
+    if config.reranker_provider == "ollama":
         wanted.append((config.reranker_model, config.reranker_base_url, "chat", "RERANKER_MODEL"))
     merged: dict[tuple[str, str], NeededModel] = {}
     for name, base_url, kind, setting in wanted:
