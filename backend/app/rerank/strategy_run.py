@@ -79,7 +79,7 @@ async def rerank(
     if top_k is None:  # a strategy may cap its answer by default (mmr: 5)
         top_k = getattr(chosen, "default_top_k", None)
     docs = as_documents(documents)
-    check_documents(docs, max_documents=getattr(chosen, "max_documents", None), strategy=name)
+    check_documents(docs)
     judge = provider.judge if isinstance(provider, JudgeCall) else provider
     call = JudgeCall(judge, strict=strict, context_tokens=context_tokens)
     estimated = _estimate(name, chosen, len(docs), top_k) if docs else 0

@@ -154,14 +154,9 @@ def as_documents(items: Iterable[Document | str | dict] | str) -> list[Document]
     return documents
 
 
-def check_documents(documents: list[Document], *, max_documents: int | None = None, strategy: str = "") -> None:
-    """Refuse duplicate ids, empty or non-string text, and more documents than the strategy accepts."""
-    if max_documents is not None and len(documents) > max_documents:
-        raise TooManyDocumentsError(
-            f"{len(documents)} documents is more than the {strategy or 'strategy'} strategy accepts "
-            f"({max_documents})",
-            item=len(documents),
-        )
+def check_documents(documents: list[Document]) -> None:
+    """Refuse duplicate ids and empty or non-string text (how many a strategy accepts is checked where it
+    runs: `strategies.base.run_checked`)."""
     seen: dict[str, int] = {}
     for index, document in enumerate(documents):
         if isinstance(document.id, bool) or not isinstance(document.id, (str, int)) or document.id == "":
