@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 
+from app.bench.load_run import percentile
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, embedding_dimension, reset_graphiti
@@ -68,13 +68,12 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
     try:
         if not run_on_loop(graph_exists(runtime, graph_id), timeout=600):
             raise ValueError(f"graph {graph_id!r} is not stored under {data_dir} (is DATA_DIR the one that stored it?)")
+        driver = runtime.driver_for(graph_id)
         # A graph stored without the index gets one now (the search would take the exact path meanwhile).
-        run_on_loop(_index_built(runtime.driver_for(graph_id), embedding_dimension(config)), timeout=RECALL_TIMEOUT_S)
+        run_on_loop(_index_built(driver, embedding_dimension(config)), timeout=RECALL_TIMEOUT_S)
         vectors = [run_on_loop(runtime.graphiti.embedder.create(query), timeout=600) for query in queries]
-        exact_driver = exact(runtime.driver_for(graph_id))
-        wanted = [run_on_loop(_exact_nearest(exact_driver, vector, graph_id, k), timeout=600) for vector in vectors]
-        return [_figures(runtime.driver_for(graph_id), exact_driver, vectors, wanted, graph_id, k, overfetch)
-                for overfetch in overfetches]
+        wanted = [run_on_loop(_exact_nearest(exact(driver), vector, graph_id, k), timeout=600) for vector in vectors]
+        return [_figures(driver, vectors, wanted, graph_id, k, overfetch) for overfetch in overfetches]
     finally:
         reset_graphiti()
 
@@ -85,28 +84,25 @@ async def _index_built(driver, dimension: int) -> None:
         await asyncio.sleep(0.5)
 
 
-def _figures(driver, exact_driver, vectors, wanted, graph_id: str, k: int, overfetch: int | None) -> dict[str, Any]:
+def _figures(driver, vectors, wanted, graph_id: str, k: int, overfetch: int | None) -> dict[str, Any]:
     for vector in vectors[:3]:  # warm-up: the first reads of a reloaded graph are slower
         run_on_loop(_by_index(driver, vector, graph_id, k, overfetch), timeout=600)
-    pairs, times_ms = [], []
+    plain, pairs, times_ms = exact(driver), [], []
     for vector, exact_hits in zip(vectors, wanted):
         started = time.perf_counter()
         found = run_on_loop(_by_index(driver, vector, graph_id, k, overfetch), timeout=600)
         times_ms.append((time.perf_counter() - started) * 1000)
-        pairs.append(run_on_loop(_compare(exact_driver, vector, exact_hits, found), timeout=600))
+        pairs.append(run_on_loop(_compare(plain, vector, exact_hits, found), timeout=600))
     recalls, as_near = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
-    return {"overfetch": overfetch or default_overfetch(driver), "k": k, "queries": len(pairs), "mean": _mean(recalls), "min": round(min(recalls), 4),
-            "as_near_as_exact": _mean(as_near), "index_search_ms_p50": round(statistics.median(times_ms), 1),
-            "index_search_ms_p95": round(_p95(times_ms), 1)}
+    times_ms.sort()
+    return {"overfetch": overfetch or default_overfetch(driver), "k": k, "queries": len(pairs),
+            "mean": _mean(recalls), "min": round(min(recalls), 4), "as_near_as_exact": _mean(as_near),
+            "index_search_ms_p50": round(percentile(times_ms, 50), 1),
+            "index_search_ms_p95": round(percentile(times_ms, 95), 1)}
 
 
 def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4)
-
-
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
 async def _exact_nearest(driver, vector: list[float], graph_id: str, k: int):
