@@ -1,4 +1,5 @@
-"""The bench's stand-in embedder over real HTTP: one unit vector per text, the same for the same text."""
+"""The bench's stand-in embedder over real HTTP: one unit vector per text, the same for the same text,
+nearer for texts that share words."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ def test_each_text_gets_a_unit_vector_the_same_every_time(embedder):
     status, single = call(url, "POST", {"model": "stand-in", "input": "harbor"})
     assert status == 200 and single["data"][0]["embedding"] == first
     assert embedder.texts == 4
+
+
+def test_texts_that_share_words_are_nearer_than_texts_that_share_none():
+    with StandInEmbedder() as server:
+        status, body = call(server.env["EMBEDDING_BASE_URL"] + "/embeddings", "POST", {"model": "stand-in", "input": [
+            "Sensor 12 at North Reservoir measures pressure", "Sensor 12 at North Reservoir measures flow",
+            "a harbor crane lifted two containers"]})
+    assert status == 200
+    base, sibling, stranger = (item["embedding"] for item in body["data"])
+    def cosine(a, b):
+        return sum(x * y for x, y in zip(a, b))
+    assert cosine(base, sibling) > 0.7 and abs(cosine(base, stranger)) < 0.3, (cosine(base, sibling), cosine(base, stranger))
 
 
 def test_a_request_without_input_is_refused(embedder):
