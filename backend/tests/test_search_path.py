@@ -53,7 +53,6 @@ SEARCH_SUPPORT = {
     "graph/store.py": "the graph registry (does the graph exist?)",
     "graph/text_rules.py": "text checks of the query",
     "graph/timestamps.py": "ISO dates in the hits",
-    "graph/vector_index.py": "the cosine half from the vector index (a graph this small answers exactly)",
     "rerank/circuit_breaker.py": "the model's breaker",
     "rerank/counters.py": "the judge's counters",
     "rerank/judge_prompt.py": "the judge's prompt",
