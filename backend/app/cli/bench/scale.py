@@ -41,8 +41,8 @@ def _sizes(text: str) -> tuple[int, ...]:
               help="serve with GRAPH_VECTOR_INDEX=on, and at each size also search without it and measure the "
                    "index's recall@20 against the exact cosine")
 @click.option("--stand-in-embedder", is_flag=True,
-              help="embed with a stand-in that answers at once (random vectors, one per text): measures the "
-                   "import and the searches without the embedding model; recall is then that of random points")
+              help="embed with a stand-in that answers at once (a sum of one random vector per word): measures "
+                   "the import and the searches without the embedding model; recall is then that of word overlap")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="keep the grown graph in this new or empty folder (for `bench vector-recall`); default: a "
                    "temporary one, removed at the end")
