@@ -38,6 +38,8 @@ def vector(text: str, dimension: int = DIMENSION) -> list[float]:
     words = _WORD.findall(text.lower()) or [text]
     values = np.sum([_word_vector(word, dimension) for word in words], axis=0)
     return (values / np.linalg.norm(values)).tolist()
+
+
 class StandInEmbedder:
     """The server, on a free loopback port, in a thread; `env` points the app at it."""
 

@@ -72,7 +72,8 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
         # A graph stored without the index gets one now (the search would take the exact path meanwhile).
         run_on_loop(_index_built(driver, embedding_dimension(config)), timeout=RECALL_TIMEOUT_S)
         vectors = [run_on_loop(runtime.graphiti.embedder.create(query), timeout=600) for query in queries]
-        wanted = [run_on_loop(_exact_nearest(exact(driver), vector, graph_id, k), timeout=600) for vector in vectors]
+        plain = exact(driver)
+        wanted = [run_on_loop(_exact_nearest(plain, vector, graph_id, k), timeout=600) for vector in vectors]
         return [_figures(driver, vectors, wanted, graph_id, k, overfetch) for overfetch in overfetches]
     finally:
         reset_graphiti()
