@@ -129,10 +129,10 @@ class Config:
     graph_backend: str = "falkordb"
     # The semantic half of the first stage reads an HNSW index over the facts' vectors instead of
     # computing the cosine against every fact (app/graph/vector_index.py), for graphs of at least
-    # graph_vector_index_min_facts facts (0: every graph); smaller ones answer exactly, as fast. Off by
-    # default: FalkorDB builds the index again while it loads the graphs, before it answers, so every
-    # start takes longer (100,000 facts: 21.5 s with it, 3.6 s without; docs/bench/SCALE.md).
-    graph_vector_index: bool = False
+    # graph_vector_index_min_facts facts (0: every graph); smaller ones answer exactly, as fast, and on
+    # FalkorDB get no index. The price: FalkorDB builds a large graph's index again while it loads it,
+    # before it answers (100,000 facts: a start of 21.5 s with it, 3.6 s without; docs/bench/SCALE.md).
+    graph_vector_index: bool = True
     graph_vector_index_min_facts: int = 5000
     # Unset: the app starts its own embedded FalkorDB. May carry a password (redis://:secret@host:6379).
     falkordb_url: str | None = field(default=None, repr=False)
@@ -292,7 +292,7 @@ class Config:
         reranker_provider = _choice("RERANKER_PROVIDER", cls.reranker_provider, RERANKER_PROVIDERS)
         return cls(
             graph_backend=_choice("GRAPH_BACKEND", "falkordb", GRAPH_BACKENDS),
-            graph_vector_index=_choice("GRAPH_VECTOR_INDEX", "off", ("on", "off")) == "on",
+            graph_vector_index=_choice("GRAPH_VECTOR_INDEX", "on", ("on", "off")) == "on",
             graph_vector_index_min_facts=_int("GRAPH_VECTOR_INDEX_MIN_FACTS", cls.graph_vector_index_min_facts, 0),
             falkordb_url=_env("FALKORDB_URL"),
             neo4j_uri=_env("NEO4J_URI"),

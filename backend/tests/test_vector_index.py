@@ -1,8 +1,9 @@
 """The first stage's semantic half from the databases' vector indexes (GRAPH_VECTOR_INDEX=on,
-app/graph/vector_index.py), with the in-process embedder: on the embedded FalkorDB the index is made
-with the graph, answers what the exact cosine answers, and a graph without a built index answers from
-the exact path; a graph smaller than GRAPH_VECTOR_INDEX_MIN_FACTS answers exactly; on a real Neo4j, where
-one index holds every graph, another graph's nearer facts do not push the graph's own out."""
+app/graph/vector_index.py), with the in-process embedder: on the embedded FalkorDB the index answers
+what the exact cosine answers, and a graph without a built index answers from the exact path; a graph
+smaller than GRAPH_VECTOR_INDEX_MIN_FACTS answers exactly and gets no index, one that reaches it gets
+one on its next search; on a real Neo4j, where one index holds every graph, another graph's nearer
+facts do not push the graph's own out."""
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ def test_a_graph_without_a_built_index_answers_from_the_exact_path_and_gets_one(
     assert again == before and driver.search_interface.ready
 
 
-def test_a_graph_below_the_threshold_answers_exactly_and_one_above_reads_the_index(backend):
+def test_a_graph_below_the_threshold_answers_exactly_without_an_index_and_one_above_gets_one(backend):
     facts = _facts()  # 60 and some
     app, client = backend(GRAPH_VECTOR_INDEX="on", GRAPH_VECTOR_INDEX_MIN_FACTS=len(facts), RERANKER_PROVIDER="none")
     adapter = GraphitiAdapter(app.config["APP_CONFIG"])
@@ -127,12 +128,19 @@ def test_a_graph_below_the_threshold_answers_exactly_and_one_above_reads_the_ind
     for graph_id, count in ((small, len(facts) - 1), (large, len(facts))):
         assert client.post("/api/graph", json={"graph_id": graph_id}).status_code == 201
         adapter.graph.import_facts(graph_id, facts[:count])
-        _wait_operational(adapter.runtime.driver_for(graph_id))
+        assert run_on_loop(index_state(adapter.runtime.driver_for(graph_id)), timeout=30) is None
 
     for graph_id, reads_index in ((small, False), (large, True)):
+        driver = adapter.runtime.driver_for(graph_id)
         response = client.post(f"/api/graph/{graph_id}/search", json={"query": QUERY, "limit": 10})
         assert response.status_code == 200 and len(response.get_json()["edges"]) == 10
-        hook = adapter.runtime.driver_for(graph_id).search_interface
+        # The first search past the threshold makes the index; below it, none is ever made.
+        assert (run_on_loop(index_state(driver), timeout=30) is not None) is reads_index, graph_id
+        if reads_index:
+            _wait_operational(driver)
+            again = client.post(f"/api/graph/{graph_id}/search", json={"query": QUERY, "limit": 10})
+            assert again.status_code == 200 and len(again.get_json()["edges"]) == 10
+        hook = driver.search_interface
         assert hook.min_facts == len(facts) and hook.ready is reads_index, graph_id
 
 

@@ -132,8 +132,9 @@ async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
         driver = runtime.driver_for(graph_id)
         if runtime.is_falkordb:
             await driver.build_indices_and_constraints()
-            if isinstance(driver.search_interface, VectorIndexSearch):
-                await ensure_vector_index(driver, driver.search_interface.dimension)
+            hook = driver.search_interface
+            if isinstance(hook, VectorIndexSearch) and hook.min_facts <= 0:  # else made once the graph is large
+                await ensure_vector_index(driver, hook.dimension)
     return {"graph_id": rows[0]["graph_id"], "name": rows[0]["name"], "created_at": iso(rows[0]["created_at"])}
 
 

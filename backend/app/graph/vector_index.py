@@ -17,11 +17,14 @@ search, and any similarity search with filters or endpoints, to the hook it exte
   is answered by the exact path, never with facts missing.
 
 A graph with fewer than GRAPH_VECTOR_INDEX_MIN_FACTS facts answers from the exact path: there the scan
-costs no more than the index and is exact. The index is created beside Graphiti's own indexes (at a
-graph's creation on FalkorDB, at start on Neo4j, and on the first search that finds none). While the
-database is still building it (after its creation) the search takes the exact path. FalkorDB builds
-a stored graph's index as part of loading it, before it answers anything: with the index, a restart
-over a large graph takes longer (app/graph/embedded_falkordb.py waits for the load).
+costs no more than the index and is exact. On Neo4j the one index is created at start. On FalkorDB a
+graph gets its index on the first search that finds it at GRAPH_VECTOR_INDEX_MIN_FACTS facts or more
+(with the graph when that is 0), never before: FalkorDB ranks a graph's full-text hits differently once
+the graph has a vector index (on the demo's sample graph, 5 of the 12 keyword hits for its first
+question), so a graph too small to gain from the index keeps the keyword ranking it had. While the
+database is still building an index the search takes the exact path. FalkorDB builds a stored graph's
+index as part of loading it, before it answers anything: a restart over a large graph takes longer
+(app/graph/embedded_falkordb.py waits for the load).
 
 Scores are Graphiti's: the cosine mapped onto [0, 1] ((1 + cosine) / 2; FalkorDB's index answers the
 cosine distance d = 1 - cosine, so (2 - d) / 2; Neo4j's answers that value itself), kept at
