@@ -42,9 +42,9 @@ SERVER_COMMANDS = {
 
 def test_every_benchmark_is_a_bench_command():
     # import-search has its own servers; combine and choose-fusion read stored results only; vector-recall
-    # reads a stored graph (tests/test_scale_bench.py).
-    assert set(SERVER_COMMANDS) | {"import-search", "combine", "choose-fusion", "vector-recall"} == set(
-        bench_group.commands)
+    # and first-stage read a stored graph (tests/test_scale_bench.py, tests/test_graph_bench.py).
+    assert set(SERVER_COMMANDS) | {"import-search", "combine", "choose-fusion", "vector-recall",
+                                   "first-stage"} == set(bench_group.commands)
 
 
 @pytest.mark.parametrize("command", sorted(SERVER_COMMANDS))

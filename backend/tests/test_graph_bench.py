@@ -16,7 +16,9 @@ import pytest
 
 from dataclasses import replace
 
+from app import create_app
 from app.bench.datasets import DatasetError, load_dataset
+from app.bench.first_stage import EXACT, INDEX, INDEX_COPY, FirstStageArgs, run_first_stage_bench
 from app.bench.graph_bench import (
     GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, select_queries, split_sentences,
 )
@@ -24,8 +26,10 @@ from app.bench.replay import parse_replays
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.trec_graph import is_trec_folder, passage_facts
 from app.config import REPO_ROOT, Config
-from app.graph.runtime import GraphitiAdapter
+from app.graph.loop import run_on_loop
+from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.graph.search import EdgeHit
+from app.graph.vector_index import index_state
 from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
 
@@ -125,6 +129,33 @@ def test_claims_are_searched_off_and_on_and_mapped_back_to_abstract_ids(subset, 
         run_graph_bench(graph_args(folder, tmp_path / "out", scripted_llm.base_url, report_only=True, config=other),
                         echo=lines.append)
     assert (tmp_path / "out" / "results.json").read_text() == written
+
+    # `bench first-stage` searches the same stored graph: its exact phase is this run's reranker-off phase.
+    lines.clear()
+    first = run_first_stage_bench(FirstStageArgs(dataset=folder, output=tmp_path / "out", config=Config.from_env(),
+                                                 limit=5), echo=lines.append)
+    assert not any(line.startswith("Importing") for line in lines) and first["queries"] == 3
+    exact, by_index = first["phases"][EXACT], first["phases"][INDEX]
+    assert (exact["ndcg@10"], exact["mrr@10"]) == (off["ndcg@10"], off["mrr@10"])
+    assert 0 < by_index["ndcg@10"] <= 1 and by_index["first_stage_p50_ms"] > 0 and 0 <= first["top_changed"] <= 3
+    # The stored graph keeps no vector index (its keyword ranking stays as measured); the copy has one.
+    for data, has_index in (("graph-data", False), (INDEX_COPY, True)):
+        runtime = GraphitiAdapter(replace(Config.from_env(), data_dir=tmp_path / "out" / data,
+                                          reranker_provider="none")).runtime
+        try:
+            state = run_on_loop(index_state(runtime.driver_for(first["graph_id"])), timeout=30)
+        finally:
+            reset_graphiti()
+        assert (state is not None) is has_index, data
+
+
+def test_bench_first_stage_on_a_folder_without_queries_is_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = create_app().test_cli_runner().invoke(
+        args=["bench", "first-stage", "--dataset", str(empty), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "queries.tsv" in result.output, result.output
 
 
 def test_abstracts_become_title_and_sentence_facts_tagged_with_their_id():

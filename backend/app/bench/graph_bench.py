@@ -120,6 +120,15 @@ def hits_to_abstracts(edges) -> list[str]:
     return list(dict.fromkeys(str(hit.metadata["doc_id"]) for hit in edges if "doc_id" in (hit.metadata or {})))
 
 
+def stored_graph_id(dataset: Dataset, claims, corpus: str, config: Config) -> str:
+    """The graph these facts are stored as: the same corpus, mapping and embedder share one."""
+    embedder = (config.embedding_provider, config.embedding_model)
+    if trec_graph.is_trec_folder(dataset.path):  # every query's candidates: one graph for every selection
+        return "trec_" + run_key(dataset=str(dataset.path), mapping=trec_graph.MAPPING_VERSION, embedder=embedder)
+    return "scifact_" + run_key(dataset=str(dataset.path), corpus=corpus, mapping=MAPPING_VERSION,
+                                claims=None if corpus == "all" else [c.qid for c in claims], embedder=embedder)
+
+
 def ensure_imported(adapter, graph_id: str, facts: list[dict], state_file: Path, echo) -> bool:
     """Import in batches, recording progress, so an interrupted import resumes where it stopped.
     Whether anything was written."""
@@ -220,14 +229,7 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
     facts, abstracts = corpus_facts(dataset, claims, args.corpus)
     off, on = phase_configs(args)
     trec = trec_graph.is_trec_folder(dataset.path)
-    if trec:  # every query's candidates: one graph for every selection of queries
-        corpus_key = run_key(dataset=str(args.dataset), mapping=trec_graph.MAPPING_VERSION,
-                             embedder=(off.embedding_provider, off.embedding_model))
-    else:
-        corpus_key = run_key(dataset=str(args.dataset), corpus=args.corpus, mapping=MAPPING_VERSION,
-                             claims=None if args.corpus == "all" else [c.qid for c in claims],
-                             embedder=(off.embedding_provider, off.embedding_model))
-    graph_id = f"{'trec' if trec else 'scifact'}_{corpus_key}"
+    graph_id = stored_graph_id(dataset, claims, args.corpus, off)
     search_key = dict(graph=graph_id, limit=args.limit)
     on_label = live_label(args.strategy.label, on)
     labels = {"reranker off": off, on_label: on}

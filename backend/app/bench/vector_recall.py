@@ -70,7 +70,7 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
             raise ValueError(f"graph {graph_id!r} is not stored under {data_dir} (is DATA_DIR the one that stored it?)")
         driver = runtime.driver_for(graph_id)
         # A graph stored without the index gets one now (the search would take the exact path meanwhile).
-        run_on_loop(_index_built(driver, embedding_dimension(config)), timeout=RECALL_TIMEOUT_S)
+        run_on_loop(index_built(driver, embedding_dimension(config)), timeout=RECALL_TIMEOUT_S)
         vectors = [run_on_loop(runtime.graphiti.embedder.create(query), timeout=600) for query in queries]
         plain = exact(driver)
         wanted = [run_on_loop(_exact_nearest(plain, vector, graph_id, k), timeout=600) for vector in vectors]
@@ -79,7 +79,8 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
         reset_graphiti()
 
 
-async def _index_built(driver, dimension: int) -> None:
+async def index_built(driver, dimension: int) -> None:
+    """Make the graph's vector index unless it has one, and return once the database has built it."""
     await ensure_vector_index(driver, dimension)
     while await index_state(driver) != "ready":
         await asyncio.sleep(0.5)

@@ -56,9 +56,9 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--replay") from None
     args = GraphBenchArgs(
-        dataset=dataset.resolve(), output=(output or DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-graph"),
+        dataset=dataset.resolve(), output=output or stored_graph_output(dataset),
         strategy=specs[0], config=model_config, max_queries=max_queries or (None if query_range else 50), limit=limit,
-        candidates_factor=candidates_factor, corpus=corpus, query_range=_query_range(query_range),
+        candidates_factor=candidates_factor, corpus=corpus, query_range=parse_query_range(query_range),
         replays=replay_list, budgets=_seconds_list(budgets), report_only=report_only, yes=yes,
         confirm_above=confirm_above, command=command_line(), extra=run_facts(),
     )
@@ -70,7 +70,12 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
     print_summary(results, args.output)
 
 
-def _query_range(text: str | None) -> tuple[int, int] | None:
+def stored_graph_output(dataset: Path) -> Path:
+    """Where `bench graph` keeps a dataset's results and stored graph unless --output says otherwise."""
+    return DEFAULT_OUTPUT_ROOT / f"{dataset.resolve().name}-graph"
+
+
+def parse_query_range(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
     first, sep, last = text.partition("-")
