@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from graphiti_core.nodes import EpisodeType
 
-from app.graph.store import require_graph
+from app.graph.store import require_graph, unkey_facts
 
 DEFAULT_CHUNK_CHARS = 1200
 
@@ -39,6 +39,7 @@ def chunk_text(text: str, max_chars: int = DEFAULT_CHUNK_CHARS) -> list[str]:
 
 async def add_episode(runtime, graph_id: str, text: str, name: str, source_description: str) -> dict:
     await require_graph(runtime, graph_id)
+    await unkey_facts(runtime, graph_id)  # Graphiti gives the facts it extracts random uuids
     result = await runtime.graphiti.add_episode(
         name=name,
         episode_body=text,

@@ -122,7 +122,8 @@ async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
         rows = await cypher_rows(
             _registry_driver(runtime),
             "MERGE (g:MiroGraph {graph_id: $graph_id}) "
-            "ON CREATE SET g.name = $name, g.created_at = $created_at, g.incarnation = $incarnation "
+            "ON CREATE SET g.name = $name, g.created_at = $created_at, g.incarnation = $incarnation, "
+            "g.keyed_facts = true "
             "RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at, "
             "g.incarnation AS incarnation",
             graph_id=graph_id, name=name or graph_id, created_at=created_at, incarnation=incarnation,
@@ -175,6 +176,24 @@ async def graph_incarnation(runtime, graph_id: str) -> str:
     if not rows:
         raise UnknownGraphError(graph_id)
     return str(rows[0]["incarnation"])
+
+
+async def facts_keyed(runtime, graph_id: str) -> bool:
+    """Whether every fact of the graph is stored under the uuid its key gives (fact_import.fact_uuid):
+    true for a graph created with the flag, until text ingestion, whose facts get Graphiti's random
+    uuids, writes to it (`unkey_facts`). A graph made before the flag never has it."""
+    rows = await cypher_rows(
+        _registry_driver(runtime),
+        "MATCH (g:MiroGraph {graph_id: $graph_id}) RETURN coalesce(g.keyed_facts, false) AS keyed",
+        graph_id=graph_id,
+    )
+    return bool(rows) and rows[0]["keyed"] is True
+
+
+async def unkey_facts(runtime, graph_id: str) -> None:
+    """Facts not keyed by their content are about to be written: imports compare by entities from now on."""
+    await cypher_rows(_registry_driver(runtime),
+                      "MATCH (g:MiroGraph {graph_id: $graph_id}) SET g.keyed_facts = false", graph_id=graph_id)
 
 
 async def delete_graph(runtime, graph_id: str, progress: dict | None = None) -> dict:
