@@ -53,6 +53,7 @@ SEARCH_SUPPORT = {
     "graph/store.py": "the graph registry (does the graph exist?)",
     "graph/text_rules.py": "text checks of the query",
     "graph/timestamps.py": "ISO dates in the hits",
+    "graph/vector_index.py": "the cosine half's hook: the exact path below GRAPH_VECTOR_INDEX_MIN_FACTS facts",
     "rerank/circuit_breaker.py": "the model's breaker",
     "rerank/counters.py": "the judge's counters",
     "rerank/judge_prompt.py": "the judge's prompt",
