@@ -99,15 +99,15 @@ def _new_entities(facts: list[FactInput], graph_id: str, existing: dict[str, str
     return created
 
 
-async def _stored_fact_keys(driver, graph_id: str, facts: list[FactInput], existing: dict[str, str],
-                            keyed_uuids: dict[tuple, str] | None) -> set[tuple]:
+async def _stored_fact_keys(runtime, driver, graph_id: str, facts: list[FactInput], existing: dict[str, str],
+                            fact_uuids: dict[tuple, str]) -> set[tuple]:
     """Keys of the given facts already stored: only a fact between two existing entities can be.
-    With `keyed_uuids` (a keyed graph: each key's uuid) they are read by uuid, else by entities."""
+    In a keyed graph they are read by their uuids (`fact_uuids`), in any other by their entities."""
     facts = [f for f in facts if f.source in existing and f.target in existing]
     if not facts:
         return set()
-    if keyed_uuids is not None:
-        key_of = {keyed_uuids[_fact_key(f)]: _fact_key(f) for f in facts}
+    if await facts_keyed(runtime, graph_id):
+        key_of = {fact_uuids[_fact_key(f)]: _fact_key(f) for f in facts}
         rows = await cypher_rows(driver, STORED_EDGES_QUERY, uuids=list(key_of))
         return {key_of[row["uuid"]] for row in rows}
     keys = [{"source": f.source, "target": f.target, "relation": _relation_name(f.relation), "fact": f.fact}
@@ -192,8 +192,7 @@ async def _import(runtime, graph_id: str, facts: list[FactInput]) -> dict:
     names = list(dict.fromkeys(name for fact in distinct for name in (fact.source, fact.target)))
     # Outside the lock, a guess of what is stored saves embedding it; it is read again below.
     guess = await _existing_entities(driver, graph_id, names)
-    keyed = fact_uuids if await facts_keyed(runtime, graph_id) else None
-    known = await _stored_fact_keys(driver, graph_id, distinct, guess, keyed)
+    known = await _stored_fact_keys(runtime, driver, graph_id, distinct, guess, fact_uuids)
     vectors: dict[str, list[float]] = {}
     await _embed_missing(embedder, [n for n in names if n not in guess], vectors)
     await _embed_missing(embedder, [f.fact for f in distinct if _fact_key(f) not in known], vectors)
@@ -205,8 +204,7 @@ async def _import(runtime, graph_id: str, facts: list[FactInput]) -> dict:
         driver = runtime.driver_for(graph_id)
         now = datetime.now(timezone.utc)
         existing = await _existing_entities(driver, graph_id, names)
-        keyed = fact_uuids if await facts_keyed(runtime, graph_id) else None
-        stored = await _stored_fact_keys(driver, graph_id, distinct, existing, keyed)
+        stored = await _stored_fact_keys(runtime, driver, graph_id, distinct, existing, fact_uuids)
         new_facts = [fact for fact in distinct if _fact_key(fact) not in stored]
         created = _new_entities(new_facts, graph_id, existing, now)
         uuid_of = {**existing, **{name: node.uuid for name, node in created.items()}}
