@@ -174,12 +174,13 @@ class ScriptedNeo4j:
 
     Rules are (regex on the normalised Cypher, handler(query, params) -> rows), newest first; a
     query no rule and no registry answer matches gets no rows (what index creation gets), except
-    an import's count of the edges it wrote, which gets all of them (a committed write stores all),
-    and a graph lock's claim or renewal, which always succeeds.
+    an import's read of which edges are stored, which gets those an edge write was sent (a write no
+    rule refuses stores all), and a graph lock's claim or renewal, which always succeeds.
     """
 
     registry: dict[str, dict] = field(default_factory=dict)
     rules: list[tuple[str, Callable[[str, dict], list[dict]]]] = field(default_factory=list)
+    edges: set[str] = field(default_factory=set)  # uuids of the edges writes were sent
 
     def on(self, pattern: str, handler: Callable[[str, dict], list[dict]] | list[dict]) -> None:
         answer = handler if callable(handler) else (lambda query, params, rows=handler: rows)
@@ -198,8 +199,11 @@ class ScriptedNeo4j:
             return self._registry(text, params)
         if "MiroLock" in text:  # one process: every graph lock is free, and stays held once taken
             return [{"free": True, "held": 1}]
-        if "RELATES_TO {uuid: u}" in text and "count(e) AS n" in text:
-            return [{"n": len(params["uuids"])}]
+        if text.startswith("UNWIND $entity_edges"):
+            self.edges.update(edge["uuid"] for edge in params["entity_edges"])
+            return []
+        if "RELATES_TO {uuid: u}" in text and "e.uuid AS uuid" in text:
+            return [{"uuid": uuid} for uuid in params["uuids"] if uuid in self.edges]
         return []
 
     def _registry(self, text: str, params: dict) -> list[dict]:
@@ -209,11 +213,18 @@ class ScriptedNeo4j:
         if text.startswith("MERGE"):
             if graph_id not in self.registry:
                 self.add_graph(graph_id, params.get("name"))
-                self.registry[graph_id]["incarnation"] = params.get("incarnation")
+                self.registry[graph_id].update(incarnation=params.get("incarnation"),
+                                               keyed_facts="g.keyed_facts = true" in text)
             return [{"incarnation": None, **self.registry[graph_id]}]
         if "AS incarnation" in text:
             row = self.registry.get(graph_id)
             return [{"incarnation": row.get("incarnation") or row["created_at"]}] if row else []
+        if "AS keyed" in text:
+            row = self.registry.get(graph_id)
+            return [{"keyed": row.get("keyed_facts", False)}] if row else []
+        if "SET g.keyed_facts = false" in text:
+            self.registry.get(graph_id, {})["keyed_facts"] = False
+            return []
         if "DELETE g" in text:
             self.registry.pop(graph_id, None)
             return []
