@@ -79,3 +79,38 @@ def test_facts_read_without_embeddings_are_the_facts_graphiti_reads(backend):
     assert _uuids(ours) == wanted and _dumps(ours) == _dumps(graphitis)
     assert all(edge.fact_embedding is None and "fact_embedding" not in edge.attributes for edge in ours)
     assert run_on_loop(edges_by_uuid(driver, []), 60) == []
+
+
+def test_hits_failing_graphitis_checks_never_take_a_place(backend, caplog):
+    """The keyword half checks only the best hits it keeps; when one of them is another group's fact, or
+    a fact whose end is not an Entity, it checks every hit as Graphiti does and answers Graphiti's hits."""
+    gid, driver = _graph_of_facts(backend, "kw_checks")
+
+    def both(query, limit):
+        ours = run_on_loop(search_utils.edge_fulltext_search(driver, query, SearchFilters(), [gid], limit), 60)
+        graphitis = run_on_loop(search_utils.edge_fulltext_search(exact(driver), query, SearchFilters(), [gid],
+                                                                  limit), 60)
+        return ours, graphitis
+
+    with caplog.at_level("DEBUG", logger="app.graph.search_hook"):
+        ours, graphitis = both("harbor", limit=13)
+    assert len(ours) == 12 and _uuids(ours) == _uuids(graphitis)
+    assert "checking every hit" not in caplog.text  # the app's own facts pass: one query
+    # Two "harbor" facts scored as high as the best stored ones: one of another group, one from a non-Entity node.
+    run_on_loop(exact(driver).execute_query(
+        "MATCH (s:Entity {name: 'Gauge 0'}), (t:Entity {name: 'Harbor'}) "
+        "CREATE (s)-[:RELATES_TO {uuid: 'foreign-group', group_id: 'another_graph', name: 'REPORTS', "
+        "fact: 'harbor', episodes: [], created_at: $now}]->(t) "
+        "CREATE (:Note {uuid: 'note'})-[:RELATES_TO {uuid: 'not-an-entity', group_id: $gid, name: 'REPORTS', "
+        "fact: 'harbor harbor', episodes: [], created_at: $now}]->(t)",
+        gid=gid, now=datetime.now(timezone.utc).isoformat()), 60)
+    bare, _, _ = run_on_loop(exact(driver).execute_query(
+        "CALL db.idx.fulltext.queryRelationships('RELATES_TO', 'harbor') YIELD relationship AS e, score "
+        "RETURN e.uuid AS uuid ORDER BY score DESC LIMIT 13"), 60)
+    assert {"foreign-group", "not-an-entity"} & {record["uuid"] for record in bare}  # among the best 13 hits
+    caplog.clear()
+    with caplog.at_level("DEBUG", logger="app.graph.search_hook"):
+        ours_after, graphitis_after = both("harbor", limit=13)
+    assert "checking every hit" in caplog.text
+    assert _uuids(ours_after) == _uuids(graphitis_after) and set(_uuids(ours_after)) == set(_uuids(graphitis))
+    assert _dumps(ours_after) == _dumps(graphitis_after)
