@@ -166,3 +166,31 @@ def test_scale_grows_its_graph_only_in_an_empty_folder(tmp_path):
     result, _ = _scale(tmp_path, "--sizes", "5", "--data-dir", str(tmp_path / "data"))
     assert result.exit_code == 2 and "is not empty" in result.output
     assert (tmp_path / "data" / "something").read_text() == "kept"
+
+
+def _first_stage_time(*args: str) -> subprocess.CompletedProcess:
+    """`flask bench first-stage-time` in its own process, as a user runs it: it starts its own database."""
+    env = {**os.environ, "DOTENV_PATH": os.devnull, "LOG_LEVEL": "WARNING"}
+    return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "first-stage-time", *args],
+                          cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_first_stage_time_fills_its_graph_once_and_times_both_keyword_halves(tmp_path):
+    data, out = tmp_path / "data", tmp_path / "time.json"
+
+    done = _first_stage_time("--facts", "300", "--queries", "6", "--data-dir", str(data), "--output", str(out))
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert (report["facts"], report["written"], report["queries"]) == (300, 300, 6)
+    assert report["keyword_halves_agree"] == 6 and report["fewest_facts_answered"] == 10
+    for name in ("first_stage", "keyword_kept_checked", "keyword_every_hit_checked", "index_half"):
+        assert 0 < report["ms"][name]["p50_ms"] <= report["ms"][name]["p95_ms"], report["ms"]
+    assert f"| keyword half, the kept hits checked | {report['ms']['keyword_kept_checked']['p50_ms']} ms |" in done.stdout
+
+    # A larger size writes only the facts the kept graph lacks.
+    done = _first_stage_time("--facts", "450", "--queries", "2", "--data-dir", str(data), "--output", str(out))
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert (report["facts"], report["written"]) == (450, 150)

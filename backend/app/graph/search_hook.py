@@ -83,6 +83,23 @@ async def edges_by_uuid(driver, uuids: list[str]) -> list[EntityEdge]:
     return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
 
+async def checked_keyword_search(driver, query: str, group_ids: list[str] | None, limit: int) -> list[EntityEdge]:
+    """The keyword half with Graphiti's checks on every hit, as Graphiti runs them (FalkorDB): what
+    `GraphSearch` falls back to."""
+    words = search_utils.fulltext_query(query, group_ids, driver)
+    if not words:
+        return []
+    records = await _keyword_records(driver, FALKORDB_CHECKED_KEYWORD_QUERY, words, group_ids, limit)
+    return [get_entity_edge_from_record(record, driver.provider) for record in records]
+
+
+async def _keyword_records(driver, cypher: str, words: str, group_ids: list[str] | None, limit: int) -> list:
+    group_filter = "AND e.group_id IN $group_ids " if group_ids is not None else ""
+    records, _, _ = await driver.execute_query(cypher.replace("{group_filter}", group_filter),
+                                               query=words, limit=limit, group_ids=group_ids, routing_="r")
+    return records
+
+
 def _graphiti_own(name: str):
     """The hook's method `name`: Graphiti's search of that name on the driver without the hook."""
     async def search(self, driver, *args: Any, **kwargs: Any):
@@ -102,14 +119,10 @@ class GraphSearch(SearchInterface):
         words = search_utils.fulltext_query(query, group_ids, driver)
         if not words:
             return []
-        group_filter = "AND e.group_id IN $group_ids " if group_ids is not None else ""
-        records, _, _ = await driver.execute_query(FALKORDB_KEYWORD_QUERY.replace("{group_filter}", group_filter),
-                                                   query=words, limit=limit, group_ids=group_ids, routing_="r")
+        records = await _keyword_records(driver, FALKORDB_KEYWORD_QUERY, words, group_ids, limit)
         if not all(record["passes"] for record in records):
             logger.debug("Keyword search: a hit among the best %d failed Graphiti's checks; checking every hit", limit)
-            records, _, _ = await driver.execute_query(
-                FALKORDB_CHECKED_KEYWORD_QUERY.replace("{group_filter}", group_filter),
-                query=words, limit=limit, group_ids=group_ids, routing_="r")
+            records = await _keyword_records(driver, FALKORDB_CHECKED_KEYWORD_QUERY, words, group_ids, limit)
         return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
     edge_similarity_search = _graphiti_own("edge_similarity_search")
