@@ -184,6 +184,7 @@ def test_first_stage_time_fills_its_graph_once_and_times_both_keyword_halves(tmp
     report = json.loads(out.read_text())
     assert (report["facts"], report["written"], report["queries"]) == (300, 300, 6)
     assert report["keyword_halves_agree"] == 6 and report["fewest_facts_answered"] == 10
+    assert report["fewest_keyword_hits"] == 20  # each half asked for twice the facts wanted, and found them
     for name in ("first_stage", "keyword_kept_checked", "keyword_every_hit_checked", "index_half"):
         assert 0 < report["ms"][name]["p50_ms"] <= report["ms"][name]["p95_ms"], report["ms"]
     assert f"| keyword half, the kept hits checked | {report['ms']['keyword_kept_checked']['p50_ms']} ms |" in done.stdout

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from graphiti_core.driver.falkordb_driver import FalkorDriver
 from graphiti_core.edges import EntityEdge
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
 
+from app.graph.falkordb_driver import PhraseGroupDriver
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter
 from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
@@ -114,3 +116,21 @@ def test_hits_failing_graphitis_checks_never_take_a_place(backend, caplog):
     assert "checking every hit" in caplog.text
     assert _uuids(ours_after) == _uuids(graphitis_after) and set(_uuids(ours_after)) == set(_uuids(graphitis))
     assert _dumps(ours_after) == _dumps(graphitis_after)
+
+
+def test_a_graph_whose_id_holds_a_hyphen_finds_its_keyword_hits(backend):
+    """FalkorDB indexes a group id at its '-' as separate words; the driver's keyword query names the group
+    by those words, so such a graph's keyword search finds its facts and entities, in its clones too."""
+    gid, driver = _graph_of_facts(backend, "north-basin")
+    assert "-" in gid and isinstance(driver, PhraseGroupDriver)
+    hook = run_on_loop(search_utils.edge_fulltext_search(driver, "harbor", SearchFilters(), [gid], 20), 60)
+    graphitis = run_on_loop(search_utils.edge_fulltext_search(exact(driver), "harbor", SearchFilters(), [gid], 20), 60)
+    assert len(hook) == 12 and _uuids(hook) == _uuids(graphitis)
+    # Graphiti's own query names the group as one escaped word, which matches nothing FalkorDB indexed.
+    plain = FalkorDriver(falkor_db=driver.client, database=gid)
+    assert run_on_loop(search_utils.edge_fulltext_search(plain, "harbor", SearchFilters(), [gid], 20), 60) == []
+    # A clone, as Graphiti makes one for each graph it ingests text into, searches entities the same way.
+    clone = GraphitiAdapter(backend(RERANKER_PROVIDER="none")[0].config["APP_CONFIG"]).runtime.driver.clone(gid)
+    assert isinstance(clone, PhraseGroupDriver)
+    entities = run_on_loop(search_utils.node_fulltext_search(clone, "Bakery", SearchFilters(), [gid], 5), 60)
+    assert [entity.name for entity in entities] == ["Bakery"]

@@ -141,13 +141,13 @@ def _build_driver(config: Config) -> tuple[GraphDriver, LocalServer | None]:
         _answer_sooner_when_down(driver, uri, user, password)
         return driver, server
 
-    from graphiti_core.driver.falkordb_driver import FalkorDriver
+    from app.graph.falkordb_driver import PhraseGroupDriver
 
     if config.falkordb_url:
         from urllib.parse import urlparse
 
         url = urlparse(config.falkordb_url)
-        return FalkorDriver(
+        return PhraseGroupDriver(
             host=url.hostname or "localhost",
             port=url.port or 6379,
             username=url.username,
@@ -155,7 +155,7 @@ def _build_driver(config: Config) -> tuple[GraphDriver, LocalServer | None]:
         ), None
     embedded = _embedded_module("app.graph.embedded_falkordb").EmbeddedFalkorDB(config.data_dir)
     embedded.start()  # we are on the loop thread: the server lives as long as the process
-    return FalkorDriver(host=embedded.host, port=embedded.port), embedded
+    return PhraseGroupDriver(host=embedded.host, port=embedded.port), embedded
 
 
 def _local_neo4j(config: Config) -> LocalNeo4j:

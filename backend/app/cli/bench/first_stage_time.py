@@ -37,7 +37,8 @@ def first_stage_time_command(facts, data_dir, queries, limit, output):
         output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     click.echo(f"{report['facts']} facts, {report['queries']} queries of {limit} facts; the database started in "
                f"{report['database_start_s']} s, the vector index was ready {report['index_build_s']} s later; "
-               f"both keyword halves gave the same facts in the same order on {report['keyword_halves_agree']}")
+               f"the keyword half found at least {report['fewest_keyword_hits']} hits per query, and both keyword "
+               f"halves gave the same facts in the same order on {report['keyword_halves_agree']}")
     click.echo("| | p50 | p95 |\n| --- | ---: | ---: |")
     for name in SERIES:
         figures = report["ms"][name]
