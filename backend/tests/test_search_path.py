@@ -46,6 +46,7 @@ SEARCH_SUPPORT = {
     "api/errors.py": "JSON error bodies",
     "api/validation.py": "request checks",
     "graph/embedded_falkordb.py": "is the embedded database still up?",
+    "graph/falkordb_driver.py": "the keyword query names the graph by the words its id was indexed under",
     "graph/local_embedder.py": "the query's embedding (EMBEDDING_PROVIDER=local)",
     "graph/loop.py": "the one asyncio loop graph coroutines run on",
     "graph/operations.py": "graph operations under their locks and deadline",
