@@ -30,6 +30,7 @@ from app.config import Config
 from app.graph import import_journal, local_neo4j
 from app.graph import store as graph_store
 from app.graph.graph_locks import GraphLocks
+from app.graph.falkordb_driver import PhraseGroupDriver
 from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
@@ -140,8 +141,6 @@ def _build_driver(config: Config) -> tuple[GraphDriver, LocalServer | None]:
         _cancel_self_scheduled_indexing(driver)
         _answer_sooner_when_down(driver, uri, user, password)
         return driver, server
-
-    from app.graph.falkordb_driver import PhraseGroupDriver
 
     if config.falkordb_url:
         from urllib.parse import urlparse
