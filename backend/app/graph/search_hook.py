@@ -9,10 +9,11 @@ but sorts the bare hits first and reads the fields of the `limit` it keeps.
 
 Graphiti's checks on a hit (both ends Entity nodes, the fact in the searched group) cost twice the
 full-text search itself when they run on every hit: over 1,000,000 of `bench scale`'s facts, of which
-each of its queries hits about a quarter, 878 ms p50 against 281 ms (`bench first-stage-time`). They hold for every fact the app wrote, so the
-keyword half ranks the bare hits, keeps `limit`, and checks only those. When all pass they are the
-best `limit` of the hits that pass: the checks can only remove hits, never reorder them. When one
-fails, the search runs again with the checks on every hit, as Graphiti does.
+each of its queries hits about a quarter, 878 ms p50 against 281 ms (`bench first-stage-time`). They
+hold for every fact the app wrote, so the keyword half ranks the bare hits, keeps `limit`, and checks
+only those. When all pass they are the best `limit` of the hits that pass: the checks can only
+remove hits, never reorder them. When one fails, the search runs again with the checks on every hit,
+as Graphiti does (`checked_keyword_search`).
 
 Both read a kept fact's fields as Graphiti does, except its embedding: Graphiti returns `properties(e)`
 as the fact's attributes and drops the embedding in Python, after the database has sent its 384 floats
@@ -122,7 +123,7 @@ class GraphSearch(SearchInterface):
         records = await _keyword_records(driver, FALKORDB_KEYWORD_QUERY, words, group_ids, limit)
         if not all(record["passes"] for record in records):
             logger.debug("Keyword search: a hit among the best %d failed Graphiti's checks; checking every hit", limit)
-            records = await _keyword_records(driver, FALKORDB_CHECKED_KEYWORD_QUERY, words, group_ids, limit)
+            return await checked_keyword_search(driver, query, group_ids, limit)
         return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
     edge_similarity_search = _graphiti_own("edge_similarity_search")

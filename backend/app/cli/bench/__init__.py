@@ -257,5 +257,5 @@ from app.cli.bench import (  # noqa: E402
 )
 
 __all__ = ["bench_group", "commands", "choose_fusion", "combine", "distractor_judge", "first_stage",
-           "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "prompt_layout", "report", "rerank", "scale",
-           "vector_recall"]
+           "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "prompt_layout",
+           "report", "rerank", "scale", "vector_recall"]
