@@ -113,10 +113,15 @@ def test_without_the_warm_up_the_same_server_times_the_first_search_out(backend,
 def test_a_model_that_never_becomes_ready_falls_back_and_says_why(backend, water_graph, caplog):
     from tests.support.scripted_llm import ScriptedLLMServer
 
-    warmup_s = 2.0
+    # Long enough for the app's start (which starts the embedded database after the warm-up) and the
+    # first stage on a busy machine: the search must reach the reranker while the warm-up runs, since
+    # a call that comes after a failed warm-up tries the model itself.
+    warmup_s = 6.0
     with ScriptedLLMServer(always(hang())) as server:
         _, client = reranking_backend(backend, server.base_url, RERANKER_WARMUP_TIMEOUT_S=warmup_s)
         started = time.monotonic()
+        GraphitiAdapter().runtime  # the app builds the reranker: the warm-up request goes out
+        assert client.get("/health").get_json()["reranker"]["stats"]["warmup"]["state"] == "warming"
         body = search(client, water_graph)
         elapsed = time.monotonic() - started
         sent = server.count
