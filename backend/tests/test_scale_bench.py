@@ -168,9 +168,9 @@ def test_scale_grows_its_graph_only_in_an_empty_folder(tmp_path):
     assert (tmp_path / "data" / "something").read_text() == "kept"
 
 
-def _first_stage_time(*args: str) -> subprocess.CompletedProcess:
+def _first_stage_time(*args: str, **settings: str) -> subprocess.CompletedProcess:
     """`flask bench first-stage-time` in its own process, as a user runs it: it starts its own database."""
-    env = {**os.environ, "DOTENV_PATH": os.devnull, "LOG_LEVEL": "WARNING"}
+    env = {**os.environ, "DOTENV_PATH": os.devnull, "LOG_LEVEL": "WARNING", **settings}
     return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "first-stage-time", *args],
                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
 
@@ -185,6 +185,7 @@ def test_first_stage_time_fills_its_graph_once_and_times_both_keyword_halves(tmp
     assert (report["facts"], report["written"], report["queries"]) == (300, 300, 6)
     assert report["keyword_halves_agree"] == 6 and report["fewest_facts_answered"] == 10
     assert report["fewest_keyword_hits"] == 20  # each half asked for twice the facts wanted, and found them
+    assert report["backend"] == "falkordb" and 0 < report["database_rss_mib"] <= report["database_peak_rss_mib"]
     for name in ("first_stage", "keyword_kept_checked", "keyword_every_hit_checked", "index_half"):
         assert 0 < report["ms"][name]["p50_ms"] <= report["ms"][name]["p95_ms"], report["ms"]
     assert f"| keyword half, the kept hits checked | {report['ms']['keyword_kept_checked']['p50_ms']} ms |" in done.stdout
@@ -195,3 +196,22 @@ def test_first_stage_time_fills_its_graph_once_and_times_both_keyword_halves(tmp
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert (report["facts"], report["written"]) == (450, 150)
+
+
+def test_first_stage_time_on_neo4j_writes_into_its_own_local_neo4j(tmp_path):
+    # A configured server is never written to: the command starts its own Neo4j under --data-dir.
+    data, out = tmp_path / "data", tmp_path / "time.json"
+
+    done = _first_stage_time("--facts", "120", "--queries", "2", "--data-dir", str(data), "--output", str(out),
+                             GRAPH_BACKEND="neo4j", NEO4J_URI="bolt://127.0.0.1:9")
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert (report["backend"], report["facts"], report["written"], report["queries"]) == ("neo4j", 120, 120, 2)
+    assert (data / "neo4j").is_dir()
+    # The local Neo4j's JVM, not a stray small process.
+    assert 100 < report["database_rss_mib"] <= report["database_peak_rss_mib"], report
+    # One keyword half on Neo4j (Graphiti's own query); it finds the hyphenated graph's hits in the shared index.
+    assert set(report["ms"]) == {"first_stage", "keyword_kept_checked", "index_half"}
+    assert report["fewest_keyword_hits"] == 20 and report["fewest_facts_answered"] == 10
+    assert f"| keyword half (Graphiti's own query) | {report['ms']['keyword_kept_checked']['p50_ms']} ms |" in done.stdout

@@ -58,10 +58,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def rss_mib(pid: int) -> float | None:
+def rss_mib(pid: int, field: str = "VmRSS") -> float | None:
+    """The process's resident memory now (VmHWM: its peak so far), in MiB; None once it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         return None
@@ -82,6 +83,15 @@ def request_json(port: int, method: str, path: str, body: Any = None, timeout: f
 # The database server each GRAPH_BACKEND's app starts over its DATA_DIR: its name, and the file under
 # DATA_DIR that holds its pid (the embedded FalkorDB's pidfile; the local Neo4j's record, app/graph/local_neo4j.py).
 DATABASES = {"falkordb": ("FalkorDB", "falkordb/redis.pid"), "neo4j": ("Neo4j", "neo4j/server.json")}
+
+
+def database_pid(data_dir: Path, backend: str) -> int | None:
+    """The pid of the database server the app started under `data_dir`, from the file it recorded there."""
+    try:
+        text = (Path(data_dir) / DATABASES[backend][1]).read_text().strip()
+        return int(json.loads(text)["pid"] if text.startswith("{") else text)
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 class ServedApp:
@@ -110,12 +120,7 @@ class ServedApp:
         return DATABASES[self.env["GRAPH_BACKEND"]][0]
 
     def database_pid(self) -> int | None:
-        """The running database server's pid, from the file it recorded under DATA_DIR."""
-        try:
-            text = (self.data_dir / DATABASES[self.env["GRAPH_BACKEND"]][1]).read_text().strip()
-            return int(json.loads(text)["pid"] if text.startswith("{") else text)
-        except (OSError, ValueError, KeyError):
-            return None
+        return database_pid(self.data_dir, self.env["GRAPH_BACKEND"])
 
     def start(self, timeout_s: float = 180) -> "ServedApp":
         with open(self.log_path, "ab") as log:
