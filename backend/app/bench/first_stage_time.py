@@ -156,9 +156,10 @@ def _timings(runtime, graph_id: str, queries: list[str], limit: int) -> dict[str
     names = series_of(runtime.driver_for(graph_id).provider)
     series: dict[str, list[float]] = {name: [] for name in names}
     same, answered, keyword_hits = 0, [], []
-    for n, query in enumerate(queries[:WARM_UPS] + queries):
+    warm_ups = queries[:WARM_UPS]
+    for n, query in enumerate(warm_ups + queries):
         times, kept, checked, facts = run_on_loop(_one_query(runtime, graph_id, query, limit), timeout=600)
-        if n >= WARM_UPS:
+        if n >= len(warm_ups):
             for name in names:
                 series[name].append(times[name])
             same += kept == checked
