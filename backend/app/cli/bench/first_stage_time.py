@@ -29,9 +29,10 @@ NEO4J_KEYWORD_LABEL = "keyword half (Graphiti's own query)"
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="facts per search")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="also write the JSON here")
 def first_stage_time_command(facts, data_dir, queries, limit, output):
-    """p50/p95 of the first stage, of its keyword half (the kept hits checked, and every hit checked) and of
-    its similarity half over a graph of bench scale's facts with stand-in vectors, written straight into the
-    database, not imported (GRAPH_BACKEND=neo4j: the local Neo4j). Run it with no app using DATA_DIR."""
+    """p50/p95 of the first stage, of its keyword half (the kept hits checked, and on FalkorDB every hit
+    checked) and of its similarity half over a graph of bench scale's facts with stand-in vectors, written
+    straight into the database, not imported (GRAPH_BACKEND=neo4j: the local Neo4j). Run it with no app
+    using DATA_DIR."""
     data_dir.mkdir(parents=True, exist_ok=True)
     texts = (synthetic_queries() * (queries // len(synthetic_queries()) + 1))[:queries]
     report = {**run_facts(), "command": command_line(), **measure(data_dir, GRAPH_ID, facts, texts, limit, click.echo)}
