@@ -38,11 +38,14 @@ def first_stage_time_command(facts, data_dir, queries, limit, output):
     report = {**run_facts(), "command": command_line(), **measure(data_dir, GRAPH_ID, facts, texts, limit, click.echo)}
     if output is not None:
         output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    agree = report["keyword_halves_agree"]
     click.echo(f"{report['facts']} facts, {report['queries']} queries of {limit} facts; the database started in "
                f"{report['database_start_s']} s, the vector index was ready {report['index_build_s']} s later; "
-               f"the keyword half found at least {report['fewest_keyword_hits']} hits per query, and both keyword "
-               f"halves gave the same facts in the same order on {report['keyword_halves_agree']}; the database "
-               f"holds {report['database_rss_mib']} MiB resident ({report['database_peak_rss_mib']} MiB at most)")
+               f"the keyword half found at least {report['fewest_keyword_hits']} hits per query"
+               + (f", and both keyword halves gave the same facts in the same order on {agree}" if agree is not None
+                  else "") +
+               f"; the database holds {report['database_rss_mib']} MiB resident "
+               f"({report['database_peak_rss_mib']} MiB at most)")
     click.echo(f"| {report['backend']} | p50 | p95 |\n| --- | ---: | ---: |")
     for name, figures in report["ms"].items():
         label = NEO4J_KEYWORD_LABEL if report["backend"] != "falkordb" and name == SERIES[1] else LABELS[name]
