@@ -32,6 +32,8 @@ RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "t
 MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
 # How graph search combines the judge's evidence with the first stage's order (app/rerank/fusion.py).
 RERANKER_FUSIONS = ("none", "rrf", "linear")
+# Which candidates a cascade asks the judge about (app/rerank/fusion.py `cascade_positions`).
+RERANKER_JUDGE_FOCI = ("top", "cut")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
@@ -190,6 +192,9 @@ class Config:
     # with the cosine), the rest keep that order; 0 asks it about every candidate. The same rule found
     # no depth that kept 90% of the gain on both development sets, so by default every candidate is judged.
     reranker_judge_depth: int = 0
+    # Which N: `top`, the cheap order's first N; `cut`, the N around the answer's cut (its limit), which
+    # decide what makes the answer, while the cheap order's clear leaders keep their places.
+    reranker_judge_focus: str = "top"
     reranker_cache_size: int = 4096
     reranker_candidates: int = 2
     reranker_max_tokens: int = 16
@@ -333,6 +338,7 @@ class Config:
             reranker_fusion_weight=_float("RERANKER_FUSION_WEIGHT", cls.reranker_fusion_weight, 0, 1),
             reranker_cosine_weight=_float("RERANKER_COSINE_WEIGHT", cls.reranker_cosine_weight, 0, 1),
             reranker_judge_depth=_int("RERANKER_JUDGE_DEPTH", cls.reranker_judge_depth, 0),
+            reranker_judge_focus=_choice("RERANKER_JUDGE_FOCUS", cls.reranker_judge_focus, RERANKER_JUDGE_FOCI),
             reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),
             reranker_candidates=_int("RERANKER_CANDIDATES", cls.reranker_candidates, 1),
             reranker_max_tokens=_int("RERANKER_MAX_TOKENS", cls.reranker_max_tokens, 1),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.fusion import RRF_K, cheap_order, fuse
+from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, fuse
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
@@ -180,6 +180,22 @@ def test_unjudged_candidates_keep_their_place_in_the_cheap_order():
     assert order(unjudged) == [0, 1, 2, 3, 4] and scores(unjudged) == first
 
 
+def test_a_cascade_asks_about_the_first_few_or_about_the_few_around_the_cut_nearest_first():
+    places = [5, 3, 8, 0, 9, 1, 7, 2, 6, 4]  # a cheap order of ten candidates
+    assert cascade_positions(places, 4, cut=4, focus="top") == [5, 3, 8, 0]
+    # Around the cut after the 4th place: the 4th and 5th first, then the 3rd and 6th.
+    assert cascade_positions(places, 4, cut=4, focus="cut") == [0, 9, 8, 1]
+    assert cascade_positions(places, 3, cut=4, focus="cut") == [0, 9, 8]
+    # The window stays inside the list at either end.
+    assert cascade_positions(places, 4, cut=1, focus="cut") == [5, 3, 8, 0]
+    assert cascade_positions(places, 4, cut=10, focus="cut") == [4, 6, 2, 7]
+    # No cascade: depth 0, or as many as there are.
+    assert cascade_positions(places, 0, cut=4, focus="cut") is None
+    assert cascade_positions(places, 10, cut=4, focus="top") is None
+    with pytest.raises(ValueError, match="focus"):
+        cascade_positions(places, 4, cut=4, focus="middle")
+
+
 @pytest.mark.parametrize("weight, cosine_weight", [(0.7, 0.4), (0.5, -0.1), (0.2, 1.1)])
 def test_shares_over_one_are_refused(weight, cosine_weight):
     with pytest.raises(ValueError, match="cosine"):
@@ -266,3 +282,31 @@ def test_a_cascade_asks_the_judge_about_the_cheap_orders_first_few_and_fuses_the
         hit.position in places[:3] for hit in expected[:4]]
     body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
     assert (body["judged"], body["candidates"]) == (3, 8)
+
+
+def test_a_cascade_around_the_cut_asks_the_judge_nearest_the_cut_first_and_leaves_the_leaders_in_place(
+        backend, scripted_llm, water_graph):
+    asked = []
+
+    def score(query, passage):
+        asked.append(passage)
+        return 0.9 if len(asked) == 4 else 0.1  # the judge's favourite is the last one asked
+
+    scripted_llm.responder = judge(score)
+    app, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                          RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
+                          RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.6, RERANKER_COSINE_WEIGHT=0.2,
+                          RERANKER_JUDGE_DEPTH=4, RERANKER_JUDGE_FOCUS="cut", RERANKER_MAX_PARALLEL=1)
+    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=4)
+    trace = outcome.trace["edges"]
+
+    places = cheap_order(trace.first_scores, trace.cosine, method="linear", weight=0.6, cosine_weight=0.2)
+    # Eight candidates, four returned: the cheap order's 4th and 5th were asked first, then the 3rd and 6th.
+    assert asked == [trace.passages[places[index]] for index in (3, 4, 2, 5)]
+    assert (outcome.judged, outcome.candidates) == (4, 8)
+    # The first two keep their places unjudged; the judge's favourite (asked last) moves up to the 3rd.
+    assert [hit.fact for hit in outcome.edges[:2]] == [trace.passages[places[0]], trace.passages[places[1]]]
+    assert [hit.rerank_score is None for hit in outcome.edges] == [True, True, False, False]
+    assert outcome.edges[2].fact == trace.passages[places[5]]
+    body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
+    assert (body["judged"], body["candidates"]) == (4, 8)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from app.bench.fusion_choice import choose_depth, load_run, rank_settings, report
+from app.bench.fusion_choice import choose_cascade, load_run, rank_settings, report
 from app.bench.replay import TRACE_VERSION
 
 
@@ -53,8 +53,11 @@ def test_the_rule_picks_a_setting_that_gives_the_cosine_a_share_and_beats_both_b
     # Ties in the margin go to the smaller judge share.
     tied = [row for row in rows if row.eligible and abs(row.margin - chosen.margin) < 1e-9]
     assert chosen.replay.weight == min(row.replay.weight for row in tied)
-    depth, table = choose_depth(runs, chosen.replay, baselines)
-    assert depth in {each for each, _, _ in table} | {0}
+    cascade, table = choose_cascade(runs, chosen.replay, baselines)
+    assert {(each.focus, each.depth) for each, _, _ in table} == {
+        (focus, depth) for focus in ("top", "cut") for depth in (4, 5, 6, 8, 10, 12)}
+    kept = [each for each, _, shares in table if min(shares) >= 0.9]
+    assert cascade == (min(kept, key=lambda each: (each.depth, each.focus != "top")) if kept else chosen.replay)
     text = report(runs)
     assert "Chosen: " in text and "| today: linear w=0.7 |" in text
 

@@ -10,8 +10,10 @@ docs/bench/FUSION.md:
    cosine) and the cosine alone;
 3. eligible: MRR@10 not below the baseline's on every run;
 4. chosen: the eligible setting with the largest smallest margin (ties: the smaller judge share);
-5. depth: the smallest of DEPTHS whose nDCG@10 gain over the first stage is at least 90% of the
-   chosen setting's gain with everything judged, on every run; none: 0 (judge every candidate).
+5. the cascade: for each focus (RERANKER_JUDGE_FOCI: the cheap order's first N, or the N around the
+   cut), the smallest of DEPTHS whose nDCG@10 gain over the first stage is at least 90% of the chosen
+   setting's gain with everything judged, on every run; chosen: the smaller depth (ties: the first
+   focus); none: depth 0 (judge every candidate).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from app.bench.datasets import Dataset, load_dataset
 from app.bench.metrics import evaluate
 from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking
+from app.config import RERANKER_JUDGE_FOCI
 
 BASELINE = Replay("linear", 0.7)
 METHODS = ("rrf", "linear")
@@ -97,25 +100,28 @@ def rank_settings(runs: Sequence[DevelopmentRun]) -> tuple[list[Row], dict]:
     return rows, baselines
 
 
-def choose_depth(runs: Sequence[DevelopmentRun], chosen: Replay, baselines: dict) -> tuple[int, list]:
-    """Rule step 5: the smallest depth keeping GAIN_SHARE of the full gain on every run (0: none)."""
+def choose_cascade(runs: Sequence[DevelopmentRun], chosen: Replay, baselines: dict) -> tuple[Replay, list]:
+    """Rule step 5: the cascade (focus and depth) keeping GAIN_SHARE of the full gain on every run with
+    the fewest judged; `chosen` itself (depth 0) when none does. The table: (replay, scores, shares)."""
     full = [run.replayed(chosen)["ndcg@10"] for run in runs]
     table = []
-    for depth in DEPTHS:
-        scores = [run.replayed(Replay(chosen.method, chosen.weight, None, chosen.cosine_weight, depth))
-                  for run in runs]
-        shares = [(score["ndcg@10"] - baselines[run.name]["first stage"]["ndcg@10"])
-                  / max(1e-9, whole - baselines[run.name]["first stage"]["ndcg@10"])
-                  for run, score, whole in zip(runs, scores, full)]
-        table.append((depth, scores, shares))
-    depth = next((depth for depth, _, shares in table if min(shares) >= GAIN_SHARE), 0)
-    return depth, table
+    for focus in RERANKER_JUDGE_FOCI:
+        for depth in DEPTHS:
+            cascade = Replay(chosen.method, chosen.weight, None, chosen.cosine_weight, depth, focus)
+            scores = [run.replayed(cascade) for run in runs]
+            shares = [(score["ndcg@10"] - baselines[run.name]["first stage"]["ndcg@10"])
+                      / max(1e-9, whole - baselines[run.name]["first stage"]["ndcg@10"])
+                      for run, score, whole in zip(runs, scores, full)]
+            table.append((cascade, scores, shares))
+    kept = [cascade for cascade, _, shares in table if min(shares) >= GAIN_SHARE]
+    best = min(kept, key=lambda cascade: (cascade.depth, RERANKER_JUDGE_FOCI.index(cascade.focus)), default=chosen)
+    return best, table
 
 
 def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
     rows, baselines = rank_settings(runs)
     chosen = rows[0].replay
-    depth, depths = choose_depth(runs, chosen, baselines)
+    cascade, cascades = choose_cascade(runs, chosen, baselines)
     names = [run.name for run in runs]
     head = "| setting | " + " | ".join(f"{name} nDCG@10 / MRR@10" for name in names) + " | smallest margin | eligible |"
     lines = [head, "|---|" + "---:|" * len(names) + "---:|---|"]
@@ -127,13 +133,15 @@ def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
         lines.append(f"| {row.replay.label.removeprefix('replay: ')} | " + " | ".join(cells)
                      + f" | {row.margin:+.4f} | {'yes' if row.eligible else 'no'} |")
     depth_head = " | ".join(f"{name} nDCG@10 / MRR@10 (share of the gain)" for name in names)
-    lines += ["", f"| judge depth | {depth_head} |",
-              "|---:|" + "---:|" * len(names)]
-    for each, scores, shares in depths:
-        lines.append(f"| {each} | " + " | ".join(f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f} ({share:.0%})"
-                                                 for score, share in zip(scores, shares)) + " |")
+    lines += ["", f"| judge focus, depth | {depth_head} |",
+              "|---|" + "---:|" * len(names)]
+    for each, scores, shares in cascades:
+        lines.append(f"| {each.focus}, {each.depth} | "
+                     + " | ".join(f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f} ({share:.0%})"
+                                  for score, share in zip(scores, shares)) + " |")
     eligible = rows[0].eligible
     lines += ["", f"Chosen: {chosen.method}, judge share {chosen.weight:g}, cosine share {chosen.cosine_weight:g}"
               + ("" if eligible else " (no setting was eligible: this one only leads the ranking)")
-              + f"; judge depth {depth or 'all (no depth kept the gain)'}."]
+              + "; " + (f"judge depth {cascade.depth}, focus {cascade.focus}." if cascade.depth
+                        else "judge depth all (no cascade kept the gain).")]
     return "\n".join(lines)

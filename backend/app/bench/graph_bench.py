@@ -254,7 +254,8 @@ def run_graph_bench(args: GraphBenchArgs, echo: Callable[[str], None] = print,
             raise DatasetError(
                 f"--report-only: no claim of {args.output} is finished with the reranker off and on under these "
                 f"settings (model, strategy, RERANKER_CANDIDATES, RERANKER_MAX_PARALLEL, RERANKER_FUSION, "
-                f"RERANKER_FUSION_WEIGHT, RERANKER_BUDGET_S, RERANKER_COSINE_WEIGHT, RERANKER_JUDGE_DEPTH); "
+                f"RERANKER_FUSION_WEIGHT, RERANKER_BUDGET_S, RERANKER_COSINE_WEIGHT, RERANKER_JUDGE_DEPTH, "
+                f"RERANKER_JUDGE_FOCUS); "
                 f"use the run's own, as its results.md records them")
         echo(f"Report only: {len(finished)} of {len(claims)} claims are finished with the reranker off and on.")
         results = build_results(args, dataset, finished, stores, estimate, graph_id, abstracts, len(facts), on)
@@ -288,6 +289,8 @@ def live_settings(on: Config) -> dict:
     """What orders the on phase besides model and strategy: part of its results' key."""
     cheap = {key: value for key, value in (("cosine", on.reranker_cosine_weight), ("depth", on.reranker_judge_depth))
              if value}  # only when set, so runs stored before these settings existed keep their key
+    if on.reranker_judge_depth and on.reranker_judge_focus != "top":
+        cheap["focus"] = on.reranker_judge_focus
     return dict(fusion=on.reranker_fusion, weight=on.reranker_fusion_weight, budget=on.reranker_budget_s,
                 trace=TRACE_VERSION, **cheap)
 
@@ -329,7 +332,7 @@ def replayed_records(records: list[dict], replay: Replay, limit: int) -> list[di
         trace = record["trace"]
         row = {**record, "ranking": fused_ranking(trace, replay, limit)}
         if replay.budget_s is not None or replay.depth:
-            judged = judged_in(trace, replay)
+            judged = judged_in(trace, replay, limit)
             share = judged / record["calls"] if record["calls"] else 0.0
             rerank_s = (record["rerank_ms"] or 0) / 1000
             kept_s = rerank_s * share if replay.depth else rerank_s
@@ -361,7 +364,7 @@ def build_results(args, dataset, claims, stores, estimate, graph_id, abstracts, 
     on_label = next(label for label in stores if label != "reranker off")
     traced = [record for qid in wanted if "trace" in (record := stores[on_label].done.get(qid) or {})]
     live = Replay(on.reranker_fusion, on.reranker_fusion_weight, None, on.reranker_cosine_weight,
-                  on.reranker_judge_depth)
+                  on.reranker_judge_depth, on.reranker_judge_focus)
     mismatches = [r["qid"] for r in traced if fused_ranking(r["trace"], live, args.limit) != r["ranking"]]
     budgets = [replace(live, budget_s=budget) for budget in args.budgets]
     for replay in [*args.replays, *budgets]:

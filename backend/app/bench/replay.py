@@ -4,7 +4,7 @@
 and what the judge answered (`candidate_trace`): each first-stage candidate's passage id and score,
 the judge's evidence, when each score arrived, and the embedder's cosine. From that, the same
 `app.rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), with the
-cosine as a third signal, a cascade's (the judge asked about the cheap order's first few only), a time
+cosine as a third signal, a cascade's (the judge asked about a few of the cheap order only), a time
 budget's (only the scores that had arrived by then count), or the embedder's cosine order alone
 (`cosine_ranking`).
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.rerank import cheap_order, check_fusion, fuse
+from app.rerank import cascade_positions, cheap_order, check_fusion, fuse
 
 TRACE_VERSION = 1
 
@@ -23,31 +23,37 @@ TRACE_VERSION = 1
 @dataclass(frozen=True)
 class Replay:
     """One replayed setting: a fusion (judge share `weight`, cosine share `cosine_weight`), optionally
-    a cascade (`depth`: RERANKER_JUDGE_DEPTH) and a budget."""
+    a cascade (`depth`: RERANKER_JUDGE_DEPTH, `focus`: RERANKER_JUDGE_FOCUS) and a budget."""
 
     method: str
     weight: float
     budget_s: float | None = None
     cosine_weight: float = 0.0
     depth: int = 0
+    focus: str = "top"
 
     @property
     def label(self) -> str:
         name = "judge alone" if self.method == "none" else f"{self.method} w={self.weight:g}"
         name += f" cos={self.cosine_weight:g}" if self.cosine_weight else ""
         name += f", judge {self.depth}" if self.depth else ""
+        name += " around the cut" if self.depth and self.focus == "cut" else ""
         return f"replay: {name}" + (f", budget {self.budget_s:g} s" if self.budget_s is not None else "")
 
 
 def parse_replays(text: str, default_weight: float) -> list[Replay]:
-    """'none,rrf:0.5,linear:0.4+0.3#8@30' -> replays: METHOD[:WEIGHT[+COSINE_WEIGHT]][#DEPTH][@BUDGET_SECONDS]
-    (the weight defaults to RERANKER_FUSION_WEIGHT); ValueError naming the bad entry."""
+    """'none,rrf:0.5,linear:0.4+0.3#8@30,linear:0.6+0.2#cut6' -> replays:
+    METHOD[:WEIGHT[+COSINE_WEIGHT]][#[cut]DEPTH][@BUDGET_SECONDS] (the weight defaults to
+    RERANKER_FUSION_WEIGHT; `cut`: the judge asks about the DEPTH around the cut, not the first DEPTH);
+    ValueError naming the bad entry."""
     replays = []
     for part in (piece.strip() for piece in text.split(",")):
         if not part:
             continue
         setting, _, budget = part.partition("@")
         setting, _, depth = setting.partition("#")
+        focus = "cut" if depth.startswith("cut") else "top"
+        depth = depth.removeprefix("cut")
         method, _, weights = setting.partition(":")
         weight, _, cosine_weight = weights.partition("+")
         try:
@@ -60,9 +66,9 @@ def parse_replays(text: str, default_weight: float) -> list[Replay]:
         check_fusion(method, value, cosine)
         if seconds is not None and seconds <= 0:
             raise ValueError(f"{part!r}: a budget is seconds > 0")
-        if judged < 0:
+        if judged < 0 or (focus == "cut" and not depth):
             raise ValueError(f"{part!r}: a depth is a count >= 0")
-        replays.append(Replay(method, value, seconds, cosine, judged))
+        replays.append(Replay(method, value, seconds, cosine, judged, focus))
     return list(dict.fromkeys(replays))
 
 
@@ -106,33 +112,32 @@ def evidence_of(trace: dict, budget_s: float | None = None) -> dict[int, float]:
             if judged_at[position] is not None and judged_at[position] <= budget_s}
 
 
-def asked_positions(trace: dict, replay: Replay) -> set[int] | None:
-    """The positions a cascade would have asked the judge about; None: all of them."""
-    count = len(trace["first_scores"])
-    if not replay.depth or replay.depth >= count:
-        return None
+def asked_positions(trace: dict, replay: Replay, cut: int) -> set[int] | None:
+    """The positions a cascade would have asked the judge about (`cut`: how many the answer returns);
+    None: all of them."""
     places = cheap_order(trace["first_scores"], trace["cosine"], method=replay.method, weight=replay.weight,
                          cosine_weight=replay.cosine_weight)
-    return set(places[:replay.depth])
+    asked = cascade_positions(places, replay.depth, cut, replay.focus)
+    return None if asked is None else set(asked)
 
 
-def replay_evidence(trace: dict, replay: Replay) -> dict[int, float]:
+def replay_evidence(trace: dict, replay: Replay, cut: int) -> dict[int, float]:
     evidence = evidence_of(trace, replay.budget_s)
-    asked = asked_positions(trace, replay)
+    asked = asked_positions(trace, replay, cut)
     return evidence if asked is None else {position: value for position, value in evidence.items() if position in asked}
 
 
 def fused_ranking(trace: dict, replay: Replay, limit: int) -> list[str]:
-    fused = fuse(trace["first_scores"], replay_evidence(trace, replay), method=replay.method,
+    fused = fuse(trace["first_scores"], replay_evidence(trace, replay, limit), method=replay.method,
                  weight=replay.weight, by_score=trace["by_score"], cosine=trace["cosine"],
                  cosine_weight=replay.cosine_weight)
     return doc_ranking(trace["doc_ids"], [hit.position for hit in fused[:limit]])
 
 
-def judged_in(trace: dict, replay: Replay) -> int:
+def judged_in(trace: dict, replay: Replay, cut: int) -> int:
     """How many candidates the judge would have judged under this replay: those judged within the
-    budget, among the ones a cascade asks about."""
-    asked = asked_positions(trace, replay)
+    budget, among the ones a cascade asks about (`cut`: how many the answer returns)."""
+    asked = asked_positions(trace, replay, cut)
     judged_at = trace["judged_at_s"]
     return sum(1 for position, seconds in enumerate(judged_at)
                if seconds is not None and (replay.budget_s is None or seconds <= replay.budget_s)

@@ -34,7 +34,8 @@ from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
 from app.rerank import (
-    Fused, Judgement, cheap_order, cosines, fallback_judgement, fuse_judgement, judge_order, judge_positions,
+    Fused, Judgement, cascade_positions, cheap_order, cosines, fallback_judgement, fuse_judgement, judge_order,
+    judge_positions,
 )
 
 SCOPES = ("edges", "nodes", "both")
@@ -249,16 +250,18 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
 
 
 async def _order(reranker, enabled: bool, config: Config, query: str, passages: list[str],
-                 metadata: list[dict[str, Any]], first_scores: list[float],
+                 metadata: list[dict[str, Any]], first_scores: list[float], cut: int,
                  cosine: list[float] | None = None) -> tuple[list[Fused], RerankTrace]:
     """The fused order of one candidate list, and what it was made from. With RERANKER_JUDGE_DEPTH the
-    judge reads only the first candidates of the cheap order (first stage and cosine); the rest keep it."""
+    judge reads only some candidates of the cheap order (first stage and cosine; RERANKER_JUDGE_FOCUS
+    says which, `cut` is how many the answer returns); the rest keep that order."""
     judgement = Judgement(len(passages))
     fusion = {"method": config.reranker_fusion, "weight": config.reranker_fusion_weight,
               "cosine": cosine, "cosine_weight": config.reranker_cosine_weight}
     if enabled and passages:
         depth = config.reranker_judge_depth
-        only = cheap_order(first_scores, **fusion)[:depth] if 0 < depth < len(passages) else None
+        only = (cascade_positions(cheap_order(first_scores, **fusion), depth, cut, config.reranker_judge_focus)
+                if 0 < depth < len(passages) else None)
         try:
             judgement = await judge_positions(reranker, query, passages, only=only)
         except Exception as error:  # the reranker should never raise; a search must still answer
@@ -324,11 +327,12 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
 
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
+    edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
     (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
         _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
-               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cosine),
+               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
-               [{} for _ in first.nodes], node_scores),
+               [{} for _ in first.nodes], node_scores, limit),
         _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),
     )
     rerank_ms = (time.perf_counter() - started) * 1000 - first_stage_ms

@@ -21,7 +21,9 @@ strategy=...)` answers a `RerankOutcome` of `RerankResult`s (`strategy_run.py`).
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.cross_encoder import judge_positions, rerank_positions
 from app.rerank.providers import build_judge, shared_judge, shared_rerank_api
-from app.rerank.fusion import Fused, cheap_order, check_fusion, fuse, fuse_judgement, judge_order
+from app.rerank.fusion import (
+    Fused, cascade_positions, cheap_order, check_fusion, fuse, fuse_judgement, judge_order,
+)
 from app.rerank.judge import TOP_LOGPROBS, LLMJudge
 from app.rerank.judge_prompt import (
     PASSAGE_CLOSE, PASSAGE_OPEN, PROMPT_VERSION, QUERY_CLOSE, QUERY_OPEN, build_judge_messages, escape_field,
@@ -50,8 +52,8 @@ __all__ = [
     "RerankApiReranker", "build_judge", "build_reranker", "provider_for", "shared_breaker", "shared_judge",
     "shared_rerank_api", "strategy_from_config", "strategy_settings",
     # Judging passages by position, and the orders made from a judgement.
-    "Fused", "Judgement", "cheap_order", "check_fusion", "fallback_judgement", "fuse", "fuse_judgement", "judge_order",
-    "judge_positions", "rerank_positions",
+    "Fused", "Judgement", "cascade_positions", "cheap_order", "check_fusion", "fallback_judgement", "fuse",
+    "fuse_judgement", "judge_order", "judge_positions", "rerank_positions",
     # The strategy runner on documents with ids (/api/rerank), its types and errors.
     "Document", "DocumentTooLongError", "InvalidRerankInputError", "RerankError", "RerankOutcome",
     "RerankParseError", "RerankProviderError", "RerankResult", "RerankStrategyError", "TooManyDocumentsError",

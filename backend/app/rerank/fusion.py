@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from app.config import RERANKER_FUSIONS
+from app.config import RERANKER_FUSIONS, RERANKER_JUDGE_FOCI
 from app.rerank.judgement import Judgement
 
 RRF_K = 60
@@ -126,6 +126,24 @@ def cheap_order(first_scores: Sequence[float], cosine: Sequence[float] | None, *
     values = fused_values(first_scores, dict(enumerate(float(value) for value in cosine)), method=method,
                           weight=share, by_score=True)
     return sorted(range(count), key=lambda position: (-values[position], position))
+
+
+def cascade_positions(places: Sequence[int], depth: int, cut: int, focus: str = "top") -> list[int] | None:
+    """The positions a cascade asks the judge about, in the order to ask; None: every candidate.
+
+    `places`: the cheap order (`cheap_order`); `cut`: how many the answer returns. `top` asks about
+    its first `depth`; `cut` about the `depth` places around the cut, nearest it first: whether those
+    make the answer is what the cheap signals are least sure of."""
+    if focus not in RERANKER_JUDGE_FOCI:
+        raise ValueError(f"unknown judge focus {focus!r}; allowed: {RERANKER_JUDGE_FOCI}")
+    count = len(places)
+    if not 0 < depth < count:
+        return None
+    if focus == "top":
+        return list(places[:depth])
+    start = min(max(0, cut - (depth + 1) // 2), count - depth)
+    nearest = sorted(range(start, start + depth), key=lambda index: (abs(index + 0.5 - cut), index))
+    return [places[index] for index in nearest]
 
 
 def fuse(

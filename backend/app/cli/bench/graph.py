@@ -29,8 +29,10 @@ from app.cli.bench import (
 @click.option("--queries", "query_range", default=None, metavar="FIRST-LAST",
               help="queries by position in the dataset, 1-based and inclusive (e.g. 21-43: DL19 development)")
 @click.option("--replay", "replays", default="none,rrf,linear", show_default=True,
-              help="fusions replayed from the stored judge scores, no model call: METHOD[:WEIGHT][@BUDGET_S],... "
-                   "(weight default RERANKER_FUSION_WEIGHT; @30: only the scores that had arrived after 30 s)")
+              help="fusions replayed from the stored judge scores, no model call: "
+                   "METHOD[:WEIGHT[+COSINE_WEIGHT]][#[cut]DEPTH][@BUDGET_S],... (weight default "
+                   "RERANKER_FUSION_WEIGHT; #10: the judge reads the cheap order's first 10, #cut10 the 10 around "
+                   "the cut; @30: only the scores that had arrived after 30 s)")
 @click.option("--budgets", default="", help="RERANKER_BUDGET_S values (seconds, comma list) replayed with the "
                                             "configured fusion from when each judge score arrived")
 @model_options
