@@ -60,6 +60,7 @@ def test_the_rule_picks_a_setting_that_gives_the_cosine_a_share_and_beats_both_b
     assert cascade == (min(kept, key=lambda each: (each.depth, each.focus != "top")) if kept else chosen.replay)
     text = report(runs)
     assert "Chosen: " in text and "| today: linear w=0.7 |" in text
+    assert "| top, stop when sure | " in text and "| cut, stop when sure | " in text
 
 
 def test_the_command_names_a_bad_run_in_one_line(backend, tmp_path):

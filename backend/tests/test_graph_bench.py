@@ -22,7 +22,7 @@ from app.bench.first_stage import EXACT, INDEX, INDEX_COPY, FirstStageArgs, run_
 from app.bench.graph_bench import (
     GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, select_queries, split_sentences,
 )
-from app.bench.replay import parse_replays
+from app.bench.replay import TRACE_VERSION, Replay, parse_replays, sure_stop
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.trec_graph import is_trec_folder, passage_facts
 from app.config import REPO_ROOT, Config
@@ -376,3 +376,18 @@ def test_replay_settings_name_the_cosine_share_and_the_cascade_depth():
     for bad in ("linear#cut", "linear#cutx", "linear#top6", "linear#cut-2"):
         with pytest.raises(ValueError):
             parse_replays(bad, 0.5)
+
+
+def test_a_sure_stop_needs_every_judgement_when_one_can_reorder_all_and_one_when_the_cheap_order_rules():
+    count = 8
+    trace = {"version": TRACE_VERSION, "doc_ids": [f"d{i}" for i in range(count)],
+             "first_scores": [1 - i / count for i in range(count)], "cosine": [0.9 - i / 10 for i in range(count)],
+             "evidence": [0.9, 0.8, 0.2, 0.7, 0.1, 0.3, 0.2, 0.1], "judged_at_s": [0.1] * count, "by_score": True,
+             "fell_back": False, "cut_short": None}
+    # The judge alone: any candidate left unjudged could still take the top, so all eight are judged.
+    assert sure_stop(trace, Replay("none", 1.0), 3) == count
+    assert sure_stop(trace, Replay("linear", 1.0, focus="cut"), 3) == count
+    # A judge with a tenth of the say cannot move anything past the first stage and cosine: one settles it.
+    assert sure_stop(trace, Replay("linear", 0.1, cosine_weight=0.1), 3) == 1
+    # The default's shares sit between: sure only after most of the list.
+    assert 1 < sure_stop(trace, Replay("linear", 0.6, cosine_weight=0.2), 3) < count

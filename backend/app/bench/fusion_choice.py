@@ -25,7 +25,7 @@ from pathlib import Path
 
 from app.bench.datasets import Dataset, load_dataset
 from app.bench.metrics import evaluate
-from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking
+from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking, sure_stop
 from app.config import RERANKER_JUDGE_FOCI
 
 BASELINE = Replay("linear", 0.7)
@@ -55,6 +55,11 @@ class DevelopmentRun:
 
     def cosine_alone(self) -> dict[str, float]:
         return self.score({qid: cosine_ranking(trace, LIMIT) for qid, trace in self.traces.items()})
+
+    def sure_stop_mean(self, replay: Replay) -> tuple[float, int]:
+        """Judgements per query a stop sure of its answer would need (`sure_stop`), and the candidates."""
+        counts = [sure_stop(trace, replay, LIMIT) for trace in self.traces.values()]
+        return sum(counts) / len(counts), max(len(trace["doc_ids"]) for trace in self.traces.values())
 
 
 def load_run(output: Path, dataset: Path) -> DevelopmentRun:
@@ -139,6 +144,11 @@ def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
         lines.append(f"| {each.focus}, {each.depth} | "
                      + " | ".join(f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f} ({share:.0%})"
                                   for score, share in zip(scores, shares)) + " |")
+    for focus in RERANKER_JUDGE_FOCI:
+        cascade_order = Replay(chosen.method, chosen.weight, None, chosen.cosine_weight, 0, focus)
+        needs = [run.sure_stop_mean(cascade_order) for run in runs]
+        lines.append(f"| {focus}, stop when sure | " + " | ".join(
+            f"{mean:.1f} of {count} judged per query" for mean, count in needs) + " |")
     eligible = rows[0].eligible
     lines += ["", f"Chosen: {chosen.method}, judge share {chosen.weight:g}, cosine share {chosen.cosine_weight:g}"
               + ("" if eligible else " (no setting was eligible: this one only leads the ranking)")

@@ -6,7 +6,8 @@ the judge's evidence, when each score arrived, and the embedder's cosine. From t
 `app.rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), with the
 cosine as a third signal, a cascade's (the judge asked about a few of the cheap order only), a time
 budget's (only the scores that had arrived by then count), or the embedder's cosine order alone
-(`cosine_ranking`).
+(`cosine_ranking`). `sure_stop` counts how many judgements a cascade that stops only when it is sure of
+its answer would need.
 """
 
 from __future__ import annotations
@@ -142,6 +143,36 @@ def judged_in(trace: dict, replay: Replay, cut: int) -> int:
     return sum(1 for position, seconds in enumerate(judged_at)
                if seconds is not None and (replay.budget_s is None or seconds <= replay.budget_s)
                and (asked is None or position in asked))
+
+
+def asking_order(trace: dict, replay: Replay, cut: int) -> list[int]:
+    """Every position in the order a cascade of this focus asks the judge about them."""
+    places = cheap_order(trace["first_scores"], trace["cosine"], method=replay.method, weight=replay.weight,
+                         cosine_weight=replay.cosine_weight)
+    first = cascade_positions(places, len(places) - 1, cut, replay.focus) or []
+    return first + [position for position in places if position not in first]
+
+
+def sure_stop(trace: dict, replay: Replay, limit: int) -> int:
+    """The fewest judgements, asked in the cascade's order, after which no candidate left unjudged could
+    change the top `limit` when judged alone at either end of the judge's scale. A lower bound on what a
+    cascade that stops only when no further judgement can change its answer would judge (several
+    candidates judged at once can change more): all of them when it never is sure."""
+    evidence = evidence_of(trace)
+    order = asking_order(trace, replay, limit)
+    ends = (min(0.0, *evidence.values()), max(1.0, *evidence.values()))
+
+    def answer(judged: dict[int, float]) -> set[int]:
+        fused = fuse(trace["first_scores"], judged, method=replay.method, weight=replay.weight,
+                     by_score=trace["by_score"], cosine=trace["cosine"], cosine_weight=replay.cosine_weight)
+        return {hit.position for hit in fused[:limit]}
+
+    for count in range(1, len(order)):
+        judged = {position: evidence[position] for position in order[:count] if position in evidence}
+        now = answer(judged)
+        if all(answer({**judged, other: end}) == now for other in order[count:] for end in ends):
+            return count
+    return len(order)
 
 
 def cosine_ranking(trace: dict, limit: int) -> list[str]:
