@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.bench.datasets import Dataset, load_dataset
@@ -112,7 +112,7 @@ def choose_cascade(runs: Sequence[DevelopmentRun], chosen: Replay, baselines: di
     table = []
     for focus in RERANKER_JUDGE_FOCI:
         for depth in DEPTHS:
-            cascade = Replay(chosen.method, chosen.weight, None, chosen.cosine_weight, depth, focus)
+            cascade = replace(chosen, depth=depth, focus=focus)
             scores = [run.replayed(cascade) for run in runs]
             shares = [(score["ndcg@10"] - baselines[run.name]["first stage"]["ndcg@10"])
                       / max(1e-9, whole - baselines[run.name]["first stage"]["ndcg@10"])
@@ -145,8 +145,7 @@ def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
                      + " | ".join(f"{score['ndcg@10']:.4f} / {score['mrr@10']:.4f} ({share:.0%})"
                                   for score, share in zip(scores, shares)) + " |")
     for focus in RERANKER_JUDGE_FOCI:
-        cascade_order = Replay(chosen.method, chosen.weight, None, chosen.cosine_weight, 0, focus)
-        needs = [run.sure_stop_mean(cascade_order) for run in runs]
+        needs = [run.sure_stop_mean(replace(chosen, focus=focus)) for run in runs]
         lines.append(f"| {focus}, stop when sure | " + " | ".join(
             f"{mean:.1f} of {count} judged per query" for mean, count in needs) + " |")
     eligible = rows[0].eligible

@@ -116,10 +116,14 @@ def evidence_of(trace: dict, budget_s: float | None = None) -> dict[int, float]:
 def asked_positions(trace: dict, replay: Replay, cut: int) -> set[int] | None:
     """The positions a cascade would have asked the judge about (`cut`: how many the answer returns);
     None: all of them."""
-    places = cheap_order(trace["first_scores"], trace["cosine"], method=replay.method, weight=replay.weight,
-                         cosine_weight=replay.cosine_weight)
-    asked = cascade_positions(places, replay.depth, cut, replay.focus)
+    asked = cascade_positions(_cheap_places(trace, replay), replay.depth, cut, replay.focus)
     return None if asked is None else set(asked)
+
+
+def _cheap_places(trace: dict, replay: Replay) -> list[int]:
+    """The candidates in the cheap order this replay's shares give (what a cascade picks from)."""
+    return cheap_order(trace["first_scores"], trace["cosine"], method=replay.method, weight=replay.weight,
+                       cosine_weight=replay.cosine_weight)
 
 
 def replay_evidence(trace: dict, replay: Replay, cut: int) -> dict[int, float]:
@@ -146,9 +150,9 @@ def judged_in(trace: dict, replay: Replay, cut: int) -> int:
 
 
 def asking_order(trace: dict, replay: Replay, cut: int) -> list[int]:
-    """Every position in the order a cascade of this focus asks the judge about them."""
-    places = cheap_order(trace["first_scores"], trace["cosine"], method=replay.method, weight=replay.weight,
-                         cosine_weight=replay.cosine_weight)
+    """Every position in the order a cascade of this focus asks the judge about them (a cascade of all
+    but one, then the one left)."""
+    places = _cheap_places(trace, replay)
     first = cascade_positions(places, len(places) - 1, cut, replay.focus) or []
     return first + [position for position in places if position not in first]
 
