@@ -32,7 +32,9 @@ def test_real_model_writes_a_short_report_citing_only_existing_facts(backend, lo
         LLM_BASE_URL=local_llm, LLM_MODEL_NAME=model, LLM_TIMEOUT_S=1800,
         RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=local_llm, RERANKER_MODEL=model,
         RERANKER_CANDIDATES=1, RERANKER_TIMEOUT_S=900, RERANKER_DEADLINE_S=1800, SEARCH_TIMEOUT_S=2000,
-        REPORT_AGENT_MAX_TOOL_CALLS=2,
+        # The section question's search judges 16 facts, not the default 100: the contract below is the
+        # same, and the default's 84 more judgements were a third of the test's time.
+        REPORT_AGENT_MAX_TOOL_CALLS=2, REPORT_QUESTION_CANDIDATES=16,
     )
     config = app_.config["APP_CONFIG"]
     graph = GraphitiAdapter(config).graph
