@@ -21,7 +21,8 @@ def client(on_both_backends):
 
 # Facts long enough that embedding a few hundred of them keeps an import busy for seconds here
 # (and for a good fraction of a second on a fast machine), so a delete sent shortly after lands
-# while the import is still running.
+# while the import is still running. Callers put the graph id in the prefix: the embedder keeps the
+# vectors of texts it has seen, so facts imported before by another test would take no time.
 _FILLER = "which the harbor district's quarterly inspection report describes in considerable detail"
 
 
@@ -68,7 +69,7 @@ def _import_then_delete_mid_way(client, gid, facts) -> tuple[dict, float, float]
 
 
 def test_a_graph_deleted_during_an_import_is_recreated_empty(client, graph_id):
-    facts = _facts("new", 150)
+    facts = _facts(f"new {graph_id}", 150)
     outcome, imported_at, deleted_at = _import_then_delete_mid_way(client, graph_id, facts)
 
     # Either the import was refused (the graph it was sent to is gone) or the delete waited for it.
@@ -85,7 +86,7 @@ def test_an_import_over_existing_entities_never_claims_facts_it_did_not_store(cl
     names = [f"Depot {i}" for i in range(12)]
     seed = client.post(f"/api/graph/{graph_id}/facts", json={"facts": _facts("seed", 12, names)})
     assert seed.status_code == 201
-    facts = _facts("reuse", 200, names)  # every entity exists: the import writes edges only
+    facts = _facts(f"reuse {graph_id}", 200, names)  # every entity exists: the import writes edges only
 
     outcome, imported_at, deleted_at = _import_then_delete_mid_way(client, graph_id, facts)
 
