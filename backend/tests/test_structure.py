@@ -69,18 +69,19 @@ def is_app(name: str) -> bool:
     return in_package(name, "app")
 
 
-def imports_of(node: ast.AST, module: str, is_package: bool) -> set[str]:
-    """The `app.*` modules one import statement loads (a package, and a submodule taken from it)."""
+def loaded_by(node: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The modules one import statement loads (a package, and a submodule of `app` taken from it)."""
     if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names if is_app(alias.name)}
+        return {alias.name for alias in node.names}
     if isinstance(node, ast.ImportFrom):
         base = resolved(module, is_package, node)
-        if not is_app(base):
-            return set()
-        found = {base}
-        found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in KNOWN_MODULES)
-        return found
+        return {base} | {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in KNOWN_MODULES}
     return set()
+
+
+def imports_of(node: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The `app.*` modules one import statement loads."""
+    return {name for name in loaded_by(node, module, is_package) if is_app(name)}
 
 
 def app_imports(module: str, source: str | None = None, is_package: bool = False) -> set[str]:
@@ -326,18 +327,10 @@ def test_the_private_name_check_can_fail():
 
 
 def third_party_imports(module: str) -> set[str]:
-    """The modules outside `app` and the standard library that this module names in an import."""
+    """The modules outside `app` and the standard library that this module imports."""
     source, is_package = source_of(module)
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found.update(n for n in names if not is_app(n) and n.split(".")[0] not in sys.stdlib_module_names)
-    return found
+    return {name for node in ast.walk(ast.parse(source)) for name in loaded_by(node, module, is_package)
+            if not is_app(name) and name.split(".")[0] not in sys.stdlib_module_names}
 
 
 # One interpreter loads the third-party modules `app` imports (Graphiti, Flask, the clients: about 3 s
