@@ -271,6 +271,17 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
     return fused, RerankTrace(passages, first_scores, metadata, judgement, cosine)
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """What the first stage hands the judge: Graphiti's results cut to the pool, the neighbourhood's
+    facts after the first stage's own, and each edge's cosine to the query when the fusion or the
+    cascade reads it."""
+
+    results: SearchResults
+    from_neighbourhood: int  # the last this many edges came from the neighbourhood
+    edge_cosine: list[float] | None
+
+
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
                        neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
                        candidates: int | None = None) -> SearchOutcome:
@@ -288,49 +299,22 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}")
     enabled = runtime.reranking_enabled
-    expand = neighbourhood > 0 and enabled and scope != "nodes"
-    n_usual = limit * (runtime.config.reranker_candidates if enabled else 1)
-    n_candidates = max(candidates, limit) if enabled and candidates else n_usual
+    config = runtime.config
+    n_usual = limit * (config.reranker_candidates if enabled else 1)
+    n_pool = max(candidates, limit) if enabled and candidates else n_usual
     driver = runtime.driver_for(graph_id)
     started = time.perf_counter()
-    first_stage_size = n_candidates
-    if not runtime.is_falkordb:  # other graphs' keyword hits can take slots of the shared index
-        first_stage_size *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
-    config = runtime.config
-    # The cheap signals order what the judge reads (the cascade) and join the fusion (the cosine).
-    fuses_cosine = config.reranker_cosine_weight > 0 and config.reranker_fusion != "none"
-    with_cosine = enabled and scope != "nodes" and (fuses_cosine or config.reranker_judge_depth > 0)
-    # Embedded once: the first stage's vector half, the neighbourhood's closeness and the cosine use it.
-    query_vector = (await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")])
-                    if expand or with_cosine else None)
-    first = await graphiti_search(
-        runtime.graphiti.clients,
-        query,
-        [graph_id],
-        _first_stage_config("both" if expand else scope, first_stage_size),
-        SearchFilters(),
-        query_vector=query_vector,
-        driver=driver,
-    )
-    first = _best_of(first, n_candidates)
-    from_neighbourhood = 0
-    if expand:
-        first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood,
-                                                              n_usual)
-        if scope == "edges":
-            first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
-    edge_cosine = None
-    if with_cosine and first.edges:
-        closeness = await fact_closeness(driver, query_vector, [edge.uuid for edge in first.edges])
-        edge_cosine = [closeness[edge.uuid] for edge in first.edges]
+    around = neighbourhood if neighbourhood > 0 and enabled and scope != "nodes" else 0
+    pool = await _first_stage(runtime, graph_id, query, scope, n_pool, neighbourhood=around, n_extra=n_usual)
     first_stage_ms = (time.perf_counter() - started) * 1000
 
+    first = pool.results
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
     edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
     (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
         _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
-               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, edge_cosine),
+               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
                [{} for _ in first.nodes], node_scores, limit),
         _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),
@@ -340,32 +324,12 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     # "reranked" means the model ordered (some of) every list that had candidates.
     reranked = enabled and all(judgement.reranked for judgement in judgements)
 
-    first_stage_edges = len(first.edges) - from_neighbourhood
-    wanted, excluded = [], []  # the answer's (rank, hit); the held facts that ranked among them
-    for rank, hit in enumerate(edge_order, start=1):
-        if len(wanted) == limit:
-            break
-        uuid = first.edges[hit.position].uuid
-        if uuid in exclude:
-            excluded.append(uuid)
-        else:
-            wanted.append((rank, hit))
+    wanted, excluded = _answer_places(edge_order, [edge.uuid for edge in first.edges], limit, exclude)
+    first_stage_edges = len(first.edges) - pool.from_neighbourhood
     edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names,
                        from_neighbourhood=hit.position >= first_stage_edges) for rank, hit in wanted]
-    nodes = [
-        NodeHit(
-            uuid=first.nodes[hit.position].uuid,
-            name=first.nodes[hit.position].name,
-            summary=first.nodes[hit.position].summary,
-            labels=[label for label in first.nodes[hit.position].labels if label != "Entity"],
-            score=hit.score,
-            rank=rank,
-            first_stage_rank=hit.position + 1,
-            first_stage_score=node_scores[hit.position],
-            rerank_score=hit.judge_score,
-        )
-        for rank, hit in enumerate(node_order[:limit], start=1)
-    ]
+    nodes = [_node_hit(first.nodes[hit.position], hit, rank, node_scores)
+             for rank, hit in enumerate(node_order[:limit], start=1)]
     return SearchOutcome(
         edges=edges,
         nodes=nodes,
@@ -377,6 +341,60 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
         excluded=excluded,
         trace={"edges": edge_trace, "nodes": node_trace},
     )
+
+
+async def _first_stage(runtime, graph_id: str, query: str, scope: str, n_pool: int, *, neighbourhood: int,
+                       n_extra: int) -> _Candidates:
+    """Graphiti's hybrid RRF candidates for `query`, `n_pool` of each kind in `scope`; with
+    `neighbourhood` > 0, `n_extra` facts around its top entities after them. With a reranker on,
+    also each edge's cosine to the query when the fusion or the cascade reads it."""
+    config = runtime.config
+    driver = runtime.driver_for(graph_id)
+    asked = n_pool
+    if not runtime.is_falkordb:  # other graphs' keyword hits can take slots of the shared index
+        asked *= await shared_fulltext.first_stage_factor_for(driver, graph_id)
+    # The cheap signals order what the judge reads (the cascade) and join the fusion (the cosine).
+    fuses_cosine = config.reranker_cosine_weight > 0 and config.reranker_fusion != "none"
+    with_cosine = (runtime.reranking_enabled and scope != "nodes"
+                   and (fuses_cosine or config.reranker_judge_depth > 0))
+    # Embedded once: the first stage's vector half, the neighbourhood's closeness and the cosine use it.
+    query_vector = (await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")])
+                    if neighbourhood or with_cosine else None)
+    first = await graphiti_search(
+        runtime.graphiti.clients,
+        query,
+        [graph_id],
+        _first_stage_config("both" if neighbourhood else scope, asked),
+        SearchFilters(),
+        query_vector=query_vector,
+        driver=driver,
+    )
+    first = _best_of(first, n_pool)
+    from_neighbourhood = 0
+    if neighbourhood:
+        first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood, n_extra)
+        if scope == "edges":
+            first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
+    edge_cosine = None
+    if with_cosine and first.edges:
+        closeness = await fact_closeness(driver, query_vector, [edge.uuid for edge in first.edges])
+        edge_cosine = [closeness[edge.uuid] for edge in first.edges]
+    return _Candidates(first, from_neighbourhood, edge_cosine)
+
+
+def _answer_places(order: list[Fused], uuids: list[str], limit: int,
+                   exclude: frozenset[str]) -> tuple[list[tuple[int, Fused]], list[str]]:
+    """The answer's first `limit` (rank, hit) of the fused order, leaving out the held facts, and the
+    uuids of the held facts that ranked among them."""
+    wanted, excluded = [], []
+    for rank, hit in enumerate(order, start=1):
+        if len(wanted) == limit:
+            break
+        if uuids[hit.position] in exclude:
+            excluded.append(uuids[hit.position])
+        else:
+            wanted.append((rank, hit))
+    return wanted, excluded
 
 
 def _scores(scores: list[float], count: int) -> list[float]:
@@ -405,4 +423,18 @@ def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float]
         expired_at=iso(edge.expired_at),
         created_at=iso(edge.created_at),
         metadata=_edge_metadata(edge),
+    )
+
+
+def _node_hit(node: EntityNode, hit: Fused, rank: int, first_scores: list[float]) -> NodeHit:
+    return NodeHit(
+        uuid=node.uuid,
+        name=node.name,
+        summary=node.summary,
+        labels=[label for label in node.labels if label != "Entity"],
+        score=hit.score,
+        rank=rank,
+        first_stage_rank=hit.position + 1,
+        first_stage_score=first_scores[hit.position],
+        rerank_score=hit.judge_score,
     )
