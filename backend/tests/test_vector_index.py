@@ -117,7 +117,12 @@ def test_a_graph_without_a_built_index_answers_from_the_exact_path_and_gets_one(
     _wait_operational(driver)
     again = [hit["uuid"] for hit in client.post(f"/api/graph/{gid}/search",
                                                 json={"query": QUERY, "limit": 10}).get_json()["edges"]]
-    assert again == before and driver.search_interface.ready
+    assert driver.search_interface.ready and set(again) == set(before)
+    # The same order as the exact path now: making the index had the database index the facts again,
+    # which can move near ties of the keyword half (its full-text scores count the replaced postings).
+    _, plain = backend(GRAPH_VECTOR_INDEX="off", RERANKER_PROVIDER="none")
+    assert again == [hit["uuid"] for hit in plain.post(f"/api/graph/{gid}/search",
+                                                       json={"query": QUERY, "limit": 10}).get_json()["edges"]]
 
 
 def test_a_graph_below_the_threshold_answers_exactly_without_an_index_and_one_above_gets_one(backend):
