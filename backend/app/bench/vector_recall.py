@@ -32,6 +32,7 @@ from app.graph.search import fact_closeness
 from app.graph.search_hook import exact
 from app.graph.store import graph_exists
 from app.graph.vector_index import default_overfetch, ensure_vector_index, index_state, nearest_facts
+from app.rerank import embed_query
 
 
 RECALL_TIMEOUT_S = 1800
@@ -71,7 +72,7 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
         driver = runtime.driver_for(graph_id)
         # A graph stored without the index gets one now (the search would take the exact path meanwhile).
         run_on_loop(index_built(driver, embedding_dimension(config)), timeout=RECALL_TIMEOUT_S)
-        vectors = [run_on_loop(runtime.graphiti.embedder.create(query), timeout=600) for query in queries]
+        vectors = [run_on_loop(embed_query(runtime.graphiti.embedder, query), timeout=600) for query in queries]
         plain = exact(driver)
         wanted = [run_on_loop(_exact_nearest(plain, vector, graph_id, k), timeout=600) for vector in vectors]
         return [_figures(driver, vectors, wanted, graph_id, k, overfetch) for overfetch in overfetches]

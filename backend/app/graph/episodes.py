@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from graphiti_core.nodes import EpisodeType
 
-from app.graph.store import require_graph, unkey_facts
+from app.graph.store import embedding_stored_texts_of, require_graph, unkey_facts
 
 DEFAULT_CHUNK_CHARS = 1200
 
@@ -40,12 +40,13 @@ def chunk_text(text: str, max_chars: int = DEFAULT_CHUNK_CHARS) -> list[str]:
 async def add_episode(runtime, graph_id: str, text: str, name: str, source_description: str) -> dict:
     await require_graph(runtime, graph_id)
     await unkey_facts(runtime, graph_id)  # Graphiti gives the facts it extracts random uuids
-    result = await runtime.graphiti.add_episode(
-        name=name,
-        episode_body=text,
-        source_description=source_description,
-        reference_time=datetime.now(timezone.utc),
-        source=EpisodeType.text,
-        group_id=graph_id,
-    )
+    async with embedding_stored_texts_of(runtime, graph_id):
+        result = await runtime.graphiti.add_episode(
+            name=name,
+            episode_body=text,
+            source_description=source_description,
+            reference_time=datetime.now(timezone.utc),
+            source=EpisodeType.text,
+            group_id=graph_id,
+        )
     return {"episode_uuid": result.episode.uuid, "nodes": len(result.nodes), "edges": len(result.edges)}

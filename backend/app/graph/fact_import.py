@@ -30,7 +30,9 @@ from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
 from app.graph import import_journal
 from app.graph.fact_parsing import FactInput
-from app.graph.store import UnknownGraphError, cypher_rows, facts_keyed, graph_incarnation, validate_graph_id
+from app.graph.store import (
+    UnknownGraphError, cypher_rows, embedding_stored_texts_of, facts_keyed, graph_incarnation, validate_graph_id,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +177,8 @@ async def import_facts(runtime, graph_id: str, facts: list[FactInput]) -> dict:
     Any failure of the database answers ImportFailedError, with nothing left stored."""
     validate_graph_id(graph_id)
     try:
-        return await _import(runtime, graph_id, facts)
+        async with embedding_stored_texts_of(runtime, graph_id):
+            return await _import(runtime, graph_id, facts)
     except (UnknownGraphError, GraphChangedError, ImportFailedError, asyncio.CancelledError):
         raise
     except Exception as error:  # the database is down or failed before the first write

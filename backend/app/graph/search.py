@@ -34,8 +34,8 @@ from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
 from app.rerank import (
-    Fused, Judgement, cascade_positions, cheap_order, cosines, fallback_judgement, fuse_judgement, judge_order,
-    judge_positions,
+    Fused, Judgement, cascade_positions, cheap_order, cosines, embed_query, fallback_judgement, fuse_judgement,
+    judge_order, judge_positions,
 )
 
 SCOPES = ("edges", "nodes", "both")
@@ -357,9 +357,9 @@ async def _first_stage(runtime, graph_id: str, query: str, scope: str, n_pool: i
     fuses_cosine = config.reranker_cosine_weight > 0 and config.reranker_fusion != "none"
     with_cosine = (runtime.reranking_enabled and scope != "nodes"
                    and (fuses_cosine or config.reranker_judge_depth > 0))
-    # Embedded once: the first stage's vector half, the neighbourhood's closeness and the cosine use it.
-    query_vector = (await runtime.graphiti.embedder.create(input_data=[query.replace("\n", " ")])
-                    if neighbourhood or with_cosine else None)
+    # Embedded once, as a query (Graphiti would embed it as a stored text): the first stage's vector
+    # half, the neighbourhood's closeness and the cosine use it.
+    query_vector = await embed_query(runtime.graphiti.embedder, query.replace("\n", " "))
     first = await graphiti_search(
         runtime.graphiti.clients,
         query,

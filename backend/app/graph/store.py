@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,6 +20,7 @@ from neo4j.exceptions import ClientError as Neo4jClientError
 
 from app.graph import graph_locks, neo4j_delete
 from app.graph.timestamps import iso
+from app.rerank import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND
 from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 
 logger = logging.getLogger(__name__)
@@ -123,7 +125,7 @@ async def create_graph(runtime, graph_id: str, name: str | None) -> dict:
             _registry_driver(runtime),
             "MERGE (g:MiroGraph {graph_id: $graph_id}) "
             "ON CREATE SET g.name = $name, g.created_at = $created_at, g.incarnation = $incarnation, "
-            "g.keyed_facts = true "
+            "g.keyed_facts = true, g.passage_vectors = true "
             "RETURN g.graph_id AS graph_id, g.name AS name, g.created_at AS created_at, "
             "g.incarnation AS incarnation",
             graph_id=graph_id, name=name or graph_id, created_at=created_at, incarnation=incarnation,
@@ -188,6 +190,28 @@ async def facts_keyed(runtime, graph_id: str) -> bool:
         graph_id=graph_id,
     )
     return bool(rows) and rows[0]["keyed"] is True
+
+
+async def stored_text_kind(runtime, graph_id: str) -> str:
+    """What the graph's stored texts (fact texts, entity names) are embedded as: passages for a graph
+    created with the flag; queries, as everything was, for a graph made before it. Its new texts
+    are embedded the same way, so that one graph never mixes the two."""
+    rows = await cypher_rows(
+        _registry_driver(runtime),
+        "MATCH (g:MiroGraph {graph_id: $graph_id}) RETURN coalesce(g.passage_vectors, false) AS passages",
+        graph_id=graph_id,
+    )
+    return PASSAGE_KIND if rows and rows[0]["passages"] is True else QUERY_KIND
+
+
+@asynccontextmanager
+async def embedding_stored_texts_of(runtime, graph_id: str):
+    """Within: the embedder embeds the texts it is given to store as this graph holds its own."""
+    token = STORED_TEXT_KIND.set(await stored_text_kind(runtime, graph_id))
+    try:
+        yield
+    finally:
+        STORED_TEXT_KIND.reset(token)
 
 
 async def unkey_facts(runtime, graph_id: str) -> None:

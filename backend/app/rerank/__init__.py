@@ -36,7 +36,7 @@ from app.rerank.providers import Provider, build_reranker, provider_for, shared_
 from app.rerank.rerank_api import RerankApiReranker
 from app.rerank.score_parsing import strip_reasoning, yes_no_from_text, yes_probability
 from app.rerank.server_connection import redact_url
-from app.rerank.similarity import cosines, query_cosines
+from app.rerank.similarity import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND, cosines, embed_query, query_cosines
 from app.rerank.strategies.registry import strategy_from_config, strategy_settings
 from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from app.rerank.strategy_run import RerankOutcome, rerank
@@ -60,6 +60,8 @@ __all__ = [
     "TournamentPlanError", "documents_from_jsonl", "refuse_longer_than", "rerank",
     # Shared helpers: embedder cosines, a URL safe to log, a model answer without its reasoning.
     "cosines", "query_cosines", "redact_url", "strip_reasoning",
+    # What an embedder embeds a text as: a query, or a stored text (e5's two prefixes).
+    "PASSAGE_KIND", "QUERY_KIND", "STORED_TEXT_KIND", "embed_query",
     # The judge's prompt and its versions, for the benchmarks that measure them.
     "PASSAGE_CLOSE", "PASSAGE_OPEN", "PROMPT_VERSION", "QUERY_CLOSE", "QUERY_OPEN", "STRATEGY_PROMPT_VERSION",
     "TOP_LOGPROBS", "build_judge_messages", "escape_field", "parse_judge_prompt",
