@@ -92,7 +92,7 @@ def test_first_stage_ranks_distractors_high_and_keeps_relevant_facts_in_reach(cl
     gid = unique_graph_id("sample")
     ensure_sample_graph(graph, gid)
     with_off_topic_in_top = 0
-    room_to_improve = 0
+    with_room_to_improve = 0
     for question in questions:
         hits = graph.search(gid, question.question, limit=CANDIDATES).edges
         assert len(hits) == CANDIDATES
@@ -101,9 +101,10 @@ def test_first_stage_ranks_distractors_high_and_keeps_relevant_facts_in_reach(cl
         on_topic_candidates = sum(question.on_topic(hit.fact) for hit in hits)
         assert on_topic_candidates >= 1, f"no relevant fact among the candidates of {question.question!r}"
         with_off_topic_in_top += on_topic_top < TOP_K
-        room_to_improve += min(TOP_K, on_topic_candidates) - on_topic_top
+        # A perfect reranker would lift a relevant candidate into the top k in place of an off-topic one.
+        with_room_to_improve += min(TOP_K, on_topic_candidates) > on_topic_top
     assert with_off_topic_in_top >= len(questions) // 2
-    assert room_to_improve >= len(questions)  # a perfect reranker gains at least one place per question
+    assert with_room_to_improve >= len(questions) // 2
 
 
 def test_sample_import_is_done_once_and_redone_when_incomplete(client, facts):
