@@ -19,7 +19,9 @@ ALL = len(FACTS)
 def judge_favouring(llm, favoured: str = "") -> dict:
     settings = judge_by_basements(llm)
     llm.responder = judge(lambda query, passage: 0.95 if passage == favoured else 0.2)
-    return settings
+    # The judge's order alone: the pool decides what can be judged; under the default fusion the cheap
+    # signals' half can keep a fact they both rank last below one they both rank first (test_fusion.py).
+    return {**settings, "RERANKER_FUSION": "none"}
 
 
 def search(app, graph_id: str, candidates: int | None = None):
