@@ -214,7 +214,8 @@ class ScriptedNeo4j:
             if graph_id not in self.registry:
                 self.add_graph(graph_id, params.get("name"))
                 self.registry[graph_id].update(incarnation=params.get("incarnation"),
-                                               keyed_facts="g.keyed_facts = true" in text)
+                                               keyed_facts="g.keyed_facts = true" in text,
+                                               passage_vectors="g.passage_vectors = true" in text)
             return [{"incarnation": None, **self.registry[graph_id]}]
         if "AS incarnation" in text:
             row = self.registry.get(graph_id)
@@ -222,6 +223,9 @@ class ScriptedNeo4j:
         if "AS keyed" in text:
             row = self.registry.get(graph_id)
             return [{"keyed": row.get("keyed_facts", False)}] if row else []
+        if "AS passages" in text:
+            row = self.registry.get(graph_id)
+            return [{"passages": row.get("passage_vectors", False)}] if row else []
         if "SET g.keyed_facts = false" in text:
             self.registry.get(graph_id, {})["keyed_facts"] = False
             return []
