@@ -182,8 +182,9 @@ def test_graph_search_order_follows_the_listwise_model(backend, scripted_llm):
     assert len(rrf) == 6
     # The scripted model ranks the first stage upside down.
     scripted_llm.responder = ranking_llm(lambda query, passage: rrf.index(passage) if passage in rrf else -1)
+    # The model's order alone (RERANKER_FUSION=none): the default also weighs the cosine and the first stage.
     _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_STRATEGY="listwise", RERANKER_MODEL="ranker",
-                        RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_TIMEOUT_S=5)
+                        RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_TIMEOUT_S=5, RERANKER_FUSION="none")
     body = client.post(f"/api/graph/{gid}/search", json={"query": QUERY, "limit": 3}).get_json()
     (prompt,) = prompts_of(scripted_llm, "listwise")  # one listwise call saw the candidates
     # RRF ties may let two searches' candidate lists differ at their edge: expect the model's order
