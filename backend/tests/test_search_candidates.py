@@ -99,3 +99,15 @@ def test_a_search_leaves_graphitis_shared_recipes_as_they_were(backend, scripted
         assert not graph.search(harbor, QUERY, limit=3, scope=scope, candidates=ALL, neighbourhood=2).error
     assert [recipe.model_dump() for recipe in (EDGE_HYBRID_SEARCH_RRF, NODE_HYBRID_SEARCH_RRF)] == before
     assert before[0]["limit"] != ALL  # the search did ask for ALL candidates: a leaked limit would show
+
+
+def test_facts_the_caller_holds_leave_room_for_others(backend, harbor):
+    # The reranker off: the pool is only `limit` deep, so the held facts must not take all of it.
+    app, _ = backend()
+    graph = GraphitiAdapter(app.config["APP_CONFIG"]).graph
+    held = frozenset(hit.uuid for hit in graph.search(harbor, QUERY, limit=2).edges)
+    assert len(held) == 2
+    again = graph.search(harbor, QUERY, limit=2, exclude=held)
+    assert len(again.edges) == 2 and not held & {hit.uuid for hit in again.edges}
+    # The deeper first stage may rank a held fact below the answer's places: then it is not counted.
+    assert again.excluded and set(again.excluded) <= held
