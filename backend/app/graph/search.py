@@ -301,8 +301,9 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     enabled = runtime.reranking_enabled
     config = runtime.config
     n_usual = limit * (config.reranker_candidates if enabled else 1)
+    n_pool = max(candidates, limit) if enabled and candidates else n_usual
     # Held facts leave the answer, so the pool holds `limit` besides them however many the caller holds.
-    n_pool = max(max(candidates, limit) if enabled and candidates else n_usual, limit + len(exclude))
+    n_pool = max(n_pool, limit + len(exclude))
     driver = runtime.driver_for(graph_id)
     started = time.perf_counter()
     around = neighbourhood if neighbourhood > 0 and enabled and scope != "nodes" else 0
