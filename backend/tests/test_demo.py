@@ -36,7 +36,9 @@ ON_TOPIC_ROW = re.compile(r"^  on topic: (\d+) of (\d+)\s*\| on topic: (\d+) of 
 
 
 def _run_demo(app, *args: str):
-    result = app.test_cli_runner().invoke(args=["demo", *args])
+    # The columns are as wide as the terminal says (COLUMNS); at 80, which pytest-xdist's workers are
+    # given, the titles the tests read are cut.
+    result = app.test_cli_runner().invoke(args=["demo", *args], env={"COLUMNS": "140"})
     return result, result.output
 
 

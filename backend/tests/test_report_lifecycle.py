@@ -76,13 +76,14 @@ def _dead_owner() -> str:
     return f"{process.pid}:0123456789ab"
 
 
+# Named ids: the owners hold pids, and test workers (pytest-xdist) must collect the same test names.
 @pytest.mark.parametrize("owner, alive", [
-    (PROCESS_OWNER, True),
-    (f"{os.getppid()}:0123456789ab", True),  # another live process (pytest's parent)
-    (f"{os.getpid()}:0123456789ab", False),  # our pid, another token: a restart that got the same pid
-    (None, False),  # written before owners were recorded
-    ("not-a-pid", False),
-    ("\uff11\uff12:0123456789ab", False),
+    pytest.param(PROCESS_OWNER, True, id="this-process"),
+    pytest.param(f"{os.getppid()}:0123456789ab", True, id="parent-process"),  # another live process
+    pytest.param(f"{os.getpid()}:0123456789ab", False, id="same-pid-other-token"),  # a restart with our pid
+    pytest.param(None, False, id="no-owner"),  # written before owners were recorded
+    pytest.param("not-a-pid", False, id="not-a-pid"),
+    pytest.param("\uff11\uff12:0123456789ab", False, id="fullwidth-digits"),
 ])
 def test_owner_alive(owner, alive):
     assert owner_alive(owner) is alive
