@@ -22,7 +22,9 @@ from tests.support.tasks import wait_for_task
 
 logger = logging.getLogger(__name__)
 
-CHUNK = "Mara Lindqvist is the director of the Harbor Water Utility in the town of Saltby."
+# Two entities, one relation: the model writes out every entity and fact it extracts (and a summary
+# of each entity) at 15-24 tokens/s on 2 cores, so each name fewer is a shorter test.
+CHUNK = "Mara Lindqvist directs the Harbor Water Utility."
 # One chunk is several LLM calls of 1,200-2,200 prompt tokens each: minutes on 2 idle cores for the
 # 1.5B model, many times that when other sessions share the cores. The limits only stop a hang.
 LLM_TIMEOUT_S = 600  # the adapter gives one chunk 10x this
@@ -52,7 +54,7 @@ def test_one_short_episode_becomes_entities_through_the_api(backend, local_llm, 
     nodes = client.get(f"/api/graph/{gid}/nodes?limit=100").get_json()
     assert nodes["total"] >= 1
     names = " ".join(node["name"] for node in nodes["items"]).lower()
-    assert any(word in names for word in ("mara", "lindqvist", "harbor", "utility", "saltby")), names
+    assert any(word in names for word in ("mara", "lindqvist", "harbor", "utility")), names
     stats = client.get(f"/api/graph/{gid}/stats").get_json()
     assert stats["episodes"] == 1
 
