@@ -24,8 +24,11 @@ venv: $(STAMP)
 
 # The whole suite: unit, API, fault and end-to-end tests on a real FalkorDB, plus the tier that
 # runs the real local model (it assembles and verifies the model file on first use).
+# TEST_WORKERS processes run test files side by side (pytest-xdist); each has its own FalkorDB and
+# Neo4j, and all share one model server. TEST_WORKERS=0 runs them in this process, one at a time.
+TEST_WORKERS ?= 2
 test: venv
-	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 local-llm: venv
 	cd backend && ../$(PY) -m app.local_llm start
