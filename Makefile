@@ -26,6 +26,8 @@ venv: $(STAMP)
 # runs the real local model (it assembles and verifies the model file on first use).
 # TEST_WORKERS processes run test files side by side (pytest-xdist); each has its own FalkorDB and
 # Neo4j, and all share one model server. TEST_WORKERS=0 runs them in this process, one at a time.
+# (Keeping every model test on one worker would take --dist loadgroup, whose groups pytest-xdist 3.8.0
+# ignores under pytest 9.2: the tests are handed out one by one instead.)
 TEST_WORKERS ?= 2
 test: venv
 	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
