@@ -58,7 +58,7 @@ def gold_places(graph, embedder, config: Config, graph_id: str, requirement: Ben
     order = cheap_order([hit.first_stage_score for hit in hits], cosine, method=config.reranker_fusion,
                         weight=config.reranker_fusion_weight, cosine_weight=config.reranker_cosine_weight)
     cheap_place = {position: place for place, position in enumerate(order)}
-    gold = frozenset().union(*(point.facts for point in requirement.gold))
+    gold = requirement.gold_facts()
     in_pool = [position for position, fact in enumerate(facts) if fact in gold]
     return GoldPlaces(requirement.id, len(gold), tuple(in_pool), tuple(cheap_place[p] for p in in_pool))
 
@@ -71,11 +71,15 @@ def summary(results: list[GoldPlaces], pool: int) -> dict:
     """Pooled over the requirements: gold facts, those in the pool, and per depth the share of the
     pool's gold within it by each order."""
     in_pool = sum(len(result.first) for result in results)
+
+    def share(count: int) -> float | None:
+        return round(count / in_pool, 4) if in_pool else None
+
     shares = {}
     for depth in depths_for(pool):
-        first, cheap = (sum(result.within(depth)[kind] for result in results) for kind in (0, 1))
-        shares[str(depth)] = {"first_stage": round(first / in_pool, 4) if in_pool else None,
-                              "cheap": round(cheap / in_pool, 4) if in_pool else None}
+        counts = [result.within(depth) for result in results]
+        first, cheap = sum(count[0] for count in counts), sum(count[1] for count in counts)
+        shares[str(depth)] = {"first_stage": share(first), "cheap": share(cheap)}
     return {"requirements": len(results), "gold_facts": sum(r.gold for r in results), "in_pool": in_pool,
             "pool": pool, "share_within_depth": shares}
 

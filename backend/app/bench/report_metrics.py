@@ -28,15 +28,19 @@ class BenchRequirement:
     gold: tuple[GoldPoint, ...]
     distractors: frozenset[str]
 
+    def gold_facts(self) -> frozenset[str]:
+        """Every fact that covers one of the gold points."""
+        return frozenset().union(*(point.facts for point in self.gold))
+
     def known_facts(self) -> frozenset[str]:
-        return frozenset().union(*(point.facts for point in self.gold)) | self.distractors
+        return self.gold_facts() | self.distractors
 
 
 def score_citations(cited: list[str], requirement: BenchRequirement) -> dict[str, Any]:
     """Gold recall and distractors for the cited fact texts (each fact counted once)."""
     cited_set = set(cited)
     covered = [point.point for point in requirement.gold if point.facts & cited_set]
-    gold_facts = frozenset().union(*(point.facts for point in requirement.gold))
+    gold_facts = requirement.gold_facts()
     distractors = [fact for fact in dict.fromkeys(cited) if fact in requirement.distractors]
     return {
         "gold_points": len(requirement.gold),

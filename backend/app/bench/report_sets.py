@@ -82,7 +82,7 @@ def _sample_set(data: dict, text: str, path: Path) -> RequirementSet:
         if unknown:
             raise DatasetError(f"{path}: requirement {requirement.id!r} names facts the sample graph does not hold: "
                                f"{unknown[:3]}")
-        overlap = requirement.distractors & frozenset().union(*(p.facts for p in requirement.gold))
+        overlap = requirement.distractors & requirement.gold_facts()
         if overlap:
             raise DatasetError(f"{path}: requirement {requirement.id!r} has facts both gold and distractor")
         requirements.append(requirement)
