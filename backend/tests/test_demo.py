@@ -20,6 +20,8 @@ import pytest
 
 from app.config import Config
 from app.demo.sample_graph import load_questions
+from app.demo.side_by_side import SEPARATOR, Column, render_question
+from app.graph.search import EdgeHit
 from app.local_llm import server_status
 from app.local_llm.server import server_files
 from tests.conftest import unique_graph_id
@@ -37,7 +39,7 @@ ON_TOPIC_ROW = re.compile(r"^  on topic: (\d+) of (\d+)\s*\| on topic: (\d+) of 
 
 def _run_demo(app, *args: str):
     # The columns are as wide as the terminal says (COLUMNS); at 80, which pytest-xdist's workers are
-    # given, the titles the tests read are cut.
+    # given, the titles the tests read wrap onto a second line.
     result = app.test_cli_runner().invoke(args=["demo", *args], env={"COLUMNS": "140"})
     return result, result.output
 
@@ -79,6 +81,35 @@ def test_demo_shows_both_columns_and_a_summary_that_adds_up(backend):
     assert all(right >= left for left, right in columns)
     assert int(reranked) > int(base)
     assert "make serve" in output and "Stopped the embedded graph database." in output
+
+
+def _hit(fact: str, rank: int, first_stage_rank: int) -> EdgeHit:
+    return EdgeHit(uuid=f"e{rank}", fact=fact, score=0.5, rank=rank, first_stage_rank=first_stage_rank,
+                   first_stage_score=0.5, rerank_score=None, relation="RELATES_TO", source=None, target=None,
+                   source_uuid="a", target_uuid="b", valid_at=None, invalid_at=None, expired_at=None,
+                   created_at=None)
+
+
+def _words(parts: list[str]) -> str:
+    return " ".join(" ".join(parts).split())
+
+
+def test_at_80_columns_a_long_title_wraps_instead_of_being_cut():
+    question = QUESTIONS[0]
+    facts = sorted(question.relevant_facts)[:2]
+    title = "RERANKED by qwen2.5-coder-1.5b-instruct-q4_k_m (logprobs)"
+    left = Column("WITHOUT reranking (first stage only)", 0.12, [_hit(facts[0], 1, 1), _hit(facts[1], 2, 2)])
+    right = Column(title, 12.34, [_hit(facts[1], 1, 2), _hit(facts[0], 2, 1)])
+    lines = render_question(1, 1, question, left, right, width=80).splitlines()[1:]
+    assert all(len(line) <= 80 for line in lines)
+    left_parts = [line.partition(SEPARATOR)[0].strip() for line in lines]
+    right_parts = [line.partition(SEPARATOR)[2].strip() for line in lines]
+    first_hit = next(i for i, part in enumerate(right_parts) if part.startswith("1 +"))
+    assert first_hit >= 2 and left_parts[first_hit].startswith("1 +")  # rank 1 faces rank 1
+    # Each column's whole title and time, over the lines before the first hit; nothing of either is lost.
+    assert _words(right_parts[:first_hit]) == f"{title} 12.34 s"
+    assert _words(left_parts[:first_hit]) == "WITHOUT reranking (first stage only) 0.12 s"
+    assert "[was #2]" in " ".join(right_parts[first_hit:])
 
 
 def test_demo_says_so_when_the_model_does_not_answer(backend):

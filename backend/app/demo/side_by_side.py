@@ -45,7 +45,9 @@ def _hit_lines(question: DemoQuestion, hit: EdgeHit, width: int, show_move: bool
 
 def _blocks(question: DemoQuestion, column: Column, width: int, show_move: bool) -> list[list[str]]:
     """Header, one block per rank, the on-topic count and notes: blocks are aligned across columns."""
-    blocks = [[f"{column.title}  {column.seconds:.2f} s"[:width]]]
+    # A title wraps rather than being cut: at 80 columns the model's name would not fit on one line.
+    blocks = [textwrap.wrap(f"{column.title}  {column.seconds:.2f} s", width=width, subsequent_indent="  ",
+                            break_on_hyphens=False)]
     blocks += [_hit_lines(question, hit, width, show_move) for hit in column.hits] or [["(no results)"]]
     blocks.append([f"on topic: {on_topic_count(question, column.hits)} of {len(column.hits)}"])
     blocks.append([line for note in column.notes
