@@ -31,9 +31,11 @@ venv: $(STAMP)
 # Neo4j, and all share one model server. TEST_WORKERS=0 runs them in this process, one at a time.
 # (Keeping every model test on one worker would take --dist loadgroup, whose groups pytest-xdist 3.8.0
 # ignores under pytest 9.2: the tests are handed out one by one instead.)
+# The 15 slowest tests are listed at the end: where the suite's time goes, run by run.
 TEST_WORKERS ?= 2
 test: venv
-	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15 \
+	  $(PYTEST_ARGS)
 
 local-llm: venv
 	cd backend && ../$(PY) -m app.local_llm start
