@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from tests.support.facts import WATER_FACTS
+
 # Fixture plugins owned by each area; registered when present.
 pytest_plugins = [
     name
@@ -93,3 +95,11 @@ def graph_id(client):
     response = client.post("/api/graph", json={"graph_id": gid})
     assert response.status_code == 201, response.get_json()
     return gid
+
+
+@pytest.fixture
+def water_graph(graph_id, client):
+    """A fresh graph holding the water facts (tests/support/facts.py) for one test."""
+    response = client.post(f"/api/graph/{graph_id}/facts", json={"facts": WATER_FACTS})
+    assert response.status_code == 201, response.get_json()
+    return graph_id

@@ -8,7 +8,6 @@ import pytest
 
 from app.graph.runtime import GraphitiAdapter
 from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, fuse
-from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
 
@@ -205,14 +204,6 @@ def test_shares_over_one_are_refused(weight, cosine_weight):
 # -- through graph search ------------------------------------------------------------------------
 
 QUERY = "harbor water utility reservoir town"
-
-
-@pytest.fixture
-def water_graph(client):
-    gid = unique_graph_id()
-    GraphitiAdapter().graph.create(gid)
-    GraphitiAdapter().graph.import_facts(gid, WATER_FACTS)
-    return gid
 
 
 @pytest.mark.parametrize("method", ["rrf", "linear"])

@@ -21,8 +21,6 @@ from app.rerank.providers import shared_rerank_api
 from app.rerank.fusion import judged_order
 from app.rerank.rerank_api import EMPTY_TEXT, NOT_IN_ANSWER, REQUEST_FAILED, RerankApiReranker
 from app.rerank.rerank_api_client import RerankApiClient
-from tests.conftest import unique_graph_id
-from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import delay, error, hang, rate_limited, server_error, unused_base_url
 from tests.support.scripted_rerank_api import ScriptedRerankApi, not_json, results
 
@@ -434,15 +432,6 @@ def test_a_rerank_api_server_never_gets_the_embedders_key(monkeypatch):
 
 
 SEARCH_QUERY = "harbor water utility reservoir town"
-
-
-@pytest.fixture
-def water_graph(client):
-    gid = unique_graph_id()
-    graph = GraphitiAdapter().graph
-    graph.create(gid)
-    graph.import_facts(gid, WATER_FACTS)
-    return gid
 
 
 def api_backend(backend, server_url: str, **extra):

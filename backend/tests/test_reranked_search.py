@@ -18,15 +18,6 @@ from tests.support.scripted_llm import judge
 QUERY = "harbor water utility reservoir town"
 
 
-@pytest.fixture
-def water_graph(client):
-    gid = unique_graph_id()
-    graph = GraphitiAdapter().graph
-    graph.create(gid)
-    graph.import_facts(gid, WATER_FACTS)
-    return gid
-
-
 def _first_stage(gid: str, limit: int) -> list[str]:
     """The hybrid RRF order, read with the reranker off."""
     return [hit.fact for hit in GraphitiAdapter().graph.search(gid, QUERY, limit=limit).edges]

@@ -13,12 +13,8 @@ import logging
 import threading
 import time
 
-import pytest
-
 from app.graph.runtime import GraphitiAdapter
 from app.rerank.judge import WARMUP_PASSAGE
-from tests.conftest import unique_graph_id
-from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import always, hang, judge
 
 QUERY = "harbor water utility reservoir town"
@@ -26,15 +22,6 @@ TIMEOUT_S = 1.0  # RERANKER_TIMEOUT_S: a warm request answers at once; loading t
 LOAD_S = 3.0  # how long the scripted model takes to load, from its first request
 WARMUP_S = 30.0  # RERANKER_WARMUP_TIMEOUT_S: generous, as for a real model
 LIMIT = 4
-
-
-@pytest.fixture
-def water_graph(client):
-    gid = unique_graph_id("wu")
-    graph = GraphitiAdapter().graph
-    graph.create(gid)
-    graph.import_facts(gid, WATER_FACTS)
-    return gid
 
 
 def loading_judge(loaded: threading.Event):
