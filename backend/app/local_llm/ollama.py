@@ -27,10 +27,8 @@ The server leads its own session, so Ctrl-C in the terminal that started it leav
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -60,7 +58,6 @@ CHATML_TEMPLATE = """{{- range .Messages }}<|im_start|>{{ .Role }}
 {{ .Content }}<|im_end|>
 {{ end }}<|im_start|>assistant
 """
-
 
 
 class OllamaError(RuntimeError):
@@ -253,17 +250,11 @@ def stop_ollama(config: Config, *, grace_s: float = STOP_GRACE_S) -> bool:
 
 def _start(config: Config, files: OllamaFiles, binary: Path) -> int:
     files.models.mkdir(parents=True, exist_ok=True)
-    with open(files.log, "wb") as log_file:
-        process = subprocess.Popen([str(binary), "serve"], stdin=subprocess.DEVNULL, stdout=log_file,
-                                   stderr=subprocess.STDOUT, cwd=files.directory,
-                                   env=server_environment(config, files), start_new_session=True)
-    processes.children[process.pid] = process
-    record = {"pid": process.pid, "port": config.ollama_local_port, "version": OLLAMA_VERSION,
-              "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    temporary = files.record.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    os.replace(temporary, files.record)
-    return process.pid
+    pid = processes.start([str(binary), "serve"], log_path=files.log, cwd=files.directory,
+                          env=server_environment(config, files))
+    processes.write_record(files.record, {"pid": pid, "port": config.ollama_local_port, "version": OLLAMA_VERSION,
+                                          "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return pid
 
 
 def _wait_ready(config: Config, files: OllamaFiles, pid: int | None, timeout_s: float) -> None:
@@ -281,56 +272,24 @@ def _wait_ready(config: Config, files: OllamaFiles, pid: int | None, timeout_s: 
 
 
 def _stop_locked(files: OllamaFiles, grace_s: float) -> bool:
-    pid = _recorded_pid(files)
-    if pid is None or not _is_our_server(pid):
-        files.record.unlink(missing_ok=True)
-        return False
-    log.info("Stopping Ollama pid %s", pid)
-    _signal_group(pid, signal.SIGTERM)
-    if not processes.wait_exit(pid, grace_s):
-        log.warning("Ollama pid %s ignored SIGTERM for %.0f s; sending SIGKILL", pid, grace_s)
-        _signal_group(pid, signal.SIGKILL)
-        if not processes.wait_exit(pid, 5.0):
-            raise OllamaError(f"Could not stop Ollama pid {pid}")
-    files.record.unlink(missing_ok=True)
-    return True
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    """The server leads its own session; its model runners are in its group and go with it."""
-    try:
-        os.killpg(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
+    return processes.stop_recorded(files.record, _runs_ollama, grace_s, "Ollama", OllamaError)
 
 
 # ---------------------------------------------------------------- process and HTTP probes
 
 
-
-
 def _is_our_server(pid: int) -> bool:
     """Alive and still `ollama serve`, so a recycled pid is never signalled."""
-    if not processes.is_alive(pid):
-        return False
-    if pid in processes.children:
-        return True  # our own unreaped child cannot have a recycled pid
-    try:
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return not Path("/proc").is_dir()  # no procfs (macOS): trust the pid
-    return bool(arguments) and arguments[0].endswith(b"ollama") and b"serve" in arguments[1:]
+    return processes.runs(pid, _runs_ollama)
+
+
+def _runs_ollama(arguments: list[bytes]) -> bool:
+    return arguments[0].endswith(b"ollama") and b"serve" in arguments[1:]
 
 
 def _recorded_pid(files: OllamaFiles) -> int | None:
-    try:
-        record = json.loads(files.record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    pid = record.get("pid") if isinstance(record, dict) else None
-    return pid if isinstance(pid, int) else None
+    record = processes.read_record(files.record)
+    return record["pid"] if record else None
 
 
 def _get(config: Config, path: str) -> dict | None:
@@ -377,9 +336,5 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+def _log_tail(path: Path) -> str:
+    return processes.log_tail(path, LOG_TAIL_LINES)

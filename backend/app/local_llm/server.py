@@ -13,11 +13,8 @@ stops it with `stop_server` / `python -m app.local_llm stop`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -42,9 +39,6 @@ STARTUP_TIMEOUT_S = 180.0
 STOP_GRACE_S = 10.0
 PROBE_TIMEOUT_S = 5.0
 LOG_TAIL_LINES = 40
-
-# Servers started by this process, so that stopping one also reaps it (a zombie child
-# would otherwise still look alive to os.kill(pid, 0)).
 
 
 class LocalServerError(RuntimeError):
@@ -129,8 +123,8 @@ def cpu_cores() -> int:
 def server_status(config: Config) -> ServerStatus:
     """Inspect the pid record and the port; never starts or stops anything."""
     files = server_files(config)
-    record = _read_record(files)
-    pid = record.get("pid") if record else None
+    record = processes.read_record(files.record)
+    pid = record["pid"] if record else None
     alive = pid is not None and _is_our_server(pid)
     probe = _probe(base_url(config))
     served = probe.models
@@ -271,28 +265,16 @@ def _start(config: Config, files: ServerFiles, binary: Path, model_file: Path) -
         file=sys.stderr,
         flush=True,
     )
-    with open(files.log, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=files.directory,
-            start_new_session=True,
-        )
-    processes.children[process.pid] = process
-    record = {
-        "pid": process.pid,
+    pid = processes.start(command, log_path=files.log, cwd=files.directory)
+    processes.write_record(files.record, {
+        "pid": pid,
         "port": config.local_llm_port,
         "model": config.local_llm_model,
         "model_path": str(model_file),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": command,
-    }
-    temporary = files.record.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    os.replace(temporary, files.record)
-    return process.pid
+    })
+    return pid
 
 
 def _wait_ready(
@@ -327,53 +309,20 @@ def _wait_ready(
 
 def _stop_locked(files: ServerFiles, grace_s: float = STOP_GRACE_S) -> bool:
     """SIGTERM, then SIGKILL after `grace_s`; remove the pid record. Caller holds the lock."""
-    record = _read_record(files)
-    pid = record.get("pid") if record else None
-    if pid is None or not _is_our_server(pid):
-        files.record.unlink(missing_ok=True)
-        return False
-    log.info("Stopping local model server pid %s", pid)
-    _signal(pid, signal.SIGTERM)
-    if not processes.wait_exit(pid, grace_s):
-        log.warning("Server pid %s ignored SIGTERM for %.0f s; sending SIGKILL", pid, grace_s)
-        _signal(pid, signal.SIGKILL)
-        if not processes.wait_exit(pid, 5.0):
-            raise LocalServerError(f"Could not stop server pid {pid}")
-    files.record.unlink(missing_ok=True)
-    return True
-
-
-def _signal(pid: int, signum: int) -> None:
-    try:
-        # The server leads its own session: signal its whole group in case it spawned helpers.
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signum)
-        else:
-            os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
+    return processes.stop_recorded(files.record, _runs_llama_server, grace_s, "local model server",
+                                   LocalServerError)
 
 
 # ---------------------------------------------------------------- process and HTTP probes
 
 
-
-
 def _is_our_server(pid: int) -> bool:
     """Alive and still a llama-server process, so a recycled pid is never signalled."""
-    if not processes.is_alive(pid):
-        return False
-    if pid in processes.children:
-        # Our own unreaped child cannot have a recycled pid. Its cmdline can read empty for a
-        # moment right after Popen returns (vfork resumes the parent mid-exec), so skip it.
-        return True
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    try:
-        return b"llama-server" in cmdline.read_bytes()
-    except OSError:
-        return not Path("/proc").is_dir()  # no procfs (macOS): trust the pid
+    return processes.runs(pid, _runs_llama_server)
+
+
+def _runs_llama_server(arguments: list[bytes]) -> bool:
+    return any(b"llama-server" in argument for argument in arguments)
 
 
 @dataclass(frozen=True)
@@ -397,17 +346,5 @@ def _probe(url: str) -> _Probe:
         return _Probe(listening=True, models=[])
 
 
-def _read_record(files: ServerFiles) -> dict | None:
-    try:
-        record = json.loads(files.record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) and isinstance(record.get("pid"), int) else None
-
-
-def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+def _log_tail(path: Path) -> str:
+    return processes.log_tail(path, LOG_TAIL_LINES)
