@@ -45,12 +45,12 @@ SEARCH_TRAIL = {
 SEARCH_SUPPORT = {
     "api/errors.py": "JSON error bodies",
     "api/validation.py": "request checks",
-    "graph/embedded_falkordb.py": "is the embedded database still up?",
     "graph/falkordb_driver.py": "the keyword query names the graph by the words its id was indexed under",
     "graph/local_embedder.py": "the query's embedding (EMBEDDING_PROVIDER=local)",
     "graph/loop.py": "the one asyncio loop graph coroutines run on",
     "graph/operations.py": "graph operations under their locks and deadline",
     "graph/search_hook.py": "the first stage's keyword and cosine halves",
+    "graph/server_process.py": "is the embedded database's process still up?",
     "graph/store.py": "the graph registry (does the graph exist?)",
     "graph/text_rules.py": "text checks of the query",
     "graph/timestamps.py": "ISO dates in the hits",

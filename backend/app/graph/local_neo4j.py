@@ -16,14 +16,13 @@ NEO4J_* settings that reach it; an app that starts its own server stops it when 
 from __future__ import annotations
 
 import atexit
-import ctypes
+import contextlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ from pathlib import Path
 from neo4j import GraphDatabase
 
 from app.config import Config
+from app.graph.server_process import ChildServer, die_with_parent, end, free_port, runs_over, terminate_pid
 
 logger = logging.getLogger(__name__)
 
@@ -44,25 +44,11 @@ USER = "neo4j"
 DEFAULT_PORT = 7687
 READY_TIMEOUT_S = 180.0  # a cold JVM on a busy 2-core machine; a warm start takes about 10 s
 STOP_GRACE_S = 60.0  # Neo4j checkpoints before it exits
-_PR_SET_PDEATHSIG = 1
+KILL_WAIT_S = 10.0
 
 
 class LocalNeo4jError(RuntimeError):
     """The local Neo4j could not be installed or started; the message says what to do."""
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: the JVM gets SIGTERM (a clean shutdown) when the parent thread exits."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- install ------------------------------------------------------------------------------------
@@ -124,7 +110,7 @@ class Connection:
     password: str
 
 
-class LocalNeo4j:
+class LocalNeo4j(ChildServer):
     """One JVM running Neo4j over `<data_dir>/neo4j`, Bolt on 127.0.0.1."""
 
     def __init__(self, data_dir: Path, cache_dir: Path, *, port: int | None = None,
@@ -165,12 +151,6 @@ class LocalNeo4j:
     def log_file(self) -> Path:
         return self.home / "server.log"
 
-    @property
-    def exited(self) -> bool:
-        """True when the server was started and has since died (crash, OOM killer, kill -9)."""
-        process = self.process
-        return process is not None and process.poll() is not None
-
     def answers(self, timeout_s: float = 2.0) -> bool:
         """Whether Bolt accepts us now (a fresh connection, one try)."""
         try:
@@ -180,18 +160,6 @@ class LocalNeo4j:
             return True
         except Exception:  # refused, reset, timed out: it does not answer
             return False
-
-    def wait_exited(self, timeout_s: float) -> bool:
-        """Wait until the JVM has exited; whether it has (True when none was started). A killed
-        server stops answering before it is gone."""
-        process = self.process
-        if process is None:
-            return True
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
 
     def command(self) -> list[str]:
         installed = install_dir(self.cache_dir)
@@ -211,7 +179,7 @@ class LocalNeo4j:
             install(self.cache_dir)
             self.home.mkdir(parents=True, exist_ok=True)
             stop_recorded_server(self.home)
-            self.port = self.port or _free_port()
+            self.port = self.port or free_port()
             environment = {**os.environ, "NEO4J_LOCAL_PASSWORD": self.password}
             started = time.monotonic()
             with open(self.log_file, "ab") as log:
@@ -219,7 +187,7 @@ class LocalNeo4j:
                 self.process = subprocess.Popen(
                     self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.home, env=environment,
                     stdin=subprocess.DEVNULL,
-                    **({"start_new_session": True} if detached else {"preexec_fn": _die_with_parent}))
+                    **({"start_new_session": True} if detached else {"preexec_fn": die_with_parent}))
             self.record_file.write_text(json.dumps({"pid": self.process.pid, "port": self.port}))
             self._wait_ready(ready_timeout_s, log_offset)
             logger.info("Local Neo4j %s started in %.1f s (pid=%s, %s, data=%s)", NEO4J_VERSION,
@@ -251,12 +219,7 @@ class LocalNeo4j:
             process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        process.terminate()  # the JVM's shutdown hook closes the databases cleanly
-        try:
-            process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        end(process, STOP_GRACE_S, KILL_WAIT_S)  # the JVM's shutdown hook closes the databases cleanly
         self.record_file.unlink(missing_ok=True)
         logger.info("Local Neo4j stopped")
 
@@ -264,12 +227,10 @@ class LocalNeo4j:
 def _recorded(home: Path) -> dict | None:
     try:
         record = json.loads((home / "server.json").read_text())
-        cmdline = Path(f"/proc/{record['pid']}/cmdline").read_bytes()
+        pid = record["pid"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if LAUNCHER.encode() in cmdline and str(home).encode() in cmdline:
-        return record
-    return None
+    return record if isinstance(pid, int) and runs_over(pid, LAUNCHER.encode(), home) else None
 
 
 def stop_recorded_server(home: Path) -> bool:
@@ -279,12 +240,9 @@ def stop_recorded_server(home: Path) -> bool:
         return False
     pid = record["pid"]
     logger.info("Stopping the local Neo4j running over %s (pid=%s)", home, pid)
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists():
-        os.kill(pid, signal.SIGKILL)
+    if not terminate_pid(pid, STOP_GRACE_S):
+        with contextlib.suppress(ProcessLookupError):  # it may end between the two
+            os.kill(pid, signal.SIGKILL)
     (home / "server.json").unlink(missing_ok=True)
     return True
 
