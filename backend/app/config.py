@@ -33,7 +33,7 @@ MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr
 # How graph search combines the judge's evidence with the first stage's order (app/rerank/fusion.py).
 RERANKER_FUSIONS = ("none", "rrf", "linear")
 # Which candidates a cascade asks the judge about (app/rerank/fusion.py `cascade_positions`).
-RERANKER_JUDGE_FOCI = ("top", "cut")
+RERANKER_JUDGE_FOCI = ("top", "cut", "disagree")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, fuse
+from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, disputed_positions, fuse
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
 
@@ -195,6 +195,25 @@ def test_a_cascade_asks_about_the_first_few_or_about_the_few_around_the_cut_near
         cascade_positions(places, 4, cut=4, focus="middle")
 
 
+def test_a_cascade_where_the_cheap_signals_disagree_asks_first_about_what_one_returns_and_the_other_not():
+    # Six candidates in first-stage order; the cosine ranks them 3, 1, 6, 2, 4, 5 (1 = closest).
+    cosine = [0.5, 0.9, 0.1, 0.7, 0.4, 0.3]
+    places = [1, 0, 3, 2, 4, 5]  # a cheap order of both
+    # A cut of 3: the first stage returns 0, 1, 2, the cosine 1, 3, 0: they disagree about 2 and 3.
+    assert disputed_positions(cosine, 3) == [2, 3]
+    assert cascade_positions(places, 3, cut=3, focus="disagree", cosine=cosine) == [3, 2, 1]
+    assert cascade_positions(places, 1, cut=3, focus="disagree", cosine=cosine) == [3]
+    # A cut of 2: the first stage returns 0, 1, the cosine 1, 3.
+    assert cascade_positions(places, 3, cut=2, focus="disagree", cosine=cosine) == [0, 3, 1]
+    # Where they agree on the whole answer, the cheap order's first are asked, as with `top`.
+    agreeing = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    assert disputed_positions(agreeing, 3) == []
+    assert cascade_positions(places, 3, cut=3, focus="disagree", cosine=agreeing) == [1, 0, 3]
+    # Without a cosine there is nothing to disagree about.
+    assert cascade_positions(places, 3, cut=3, focus="disagree") == cascade_positions(places, 3, cut=3, focus="top")
+    assert cascade_positions(places, 6, cut=3, focus="disagree", cosine=cosine) is None
+
+
 @pytest.mark.parametrize("weight, cosine_weight", [(0.7, 0.4), (0.5, -0.1), (0.2, 1.1)])
 def test_shares_over_one_are_refused(weight, cosine_weight):
     with pytest.raises(ValueError, match="cosine"):
@@ -301,3 +320,29 @@ def test_a_cascade_around_the_cut_asks_the_judge_nearest_the_cut_first_and_leave
     assert outcome.edges[2].fact == trace.passages[places[5]]
     body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
     assert (body["judged"], body["candidates"]) == (4, 8)
+
+
+def test_a_cascade_where_the_cheap_signals_disagree_asks_the_judge_about_those_first(
+        backend, scripted_llm, water_graph):
+    asked = []
+
+    def score(query, passage):
+        asked.append(passage)
+        return 0.5
+
+    scripted_llm.responder = judge(score)
+    app, _ = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
+                     RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
+                     RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.5, RERANKER_COSINE_WEIGHT=0.3,
+                     RERANKER_JUDGE_DEPTH=4, RERANKER_JUDGE_FOCUS="disagree", RERANKER_MAX_PARALLEL=1)
+    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=5)
+    trace = outcome.trace["edges"]
+
+    places = cheap_order(trace.first_scores, trace.cosine, method="linear", weight=0.5, cosine_weight=0.3)
+    disputed = disputed_positions(trace.cosine, 5)
+    # The stored vectors and the first stage disagree about this answer's last places (5th and 6th).
+    assert disputed and len(disputed) < 4
+    expected = [p for p in places if p in disputed] + [p for p in places if p not in disputed][:4 - len(disputed)]
+    assert expected != places[:4]  # what the judge reads is not what `top` would have it read
+    assert asked == [trace.passages[position] for position in expected]
+    assert sorted(trace.judgement.judged_at_s) == sorted(expected) and outcome.judged == 4

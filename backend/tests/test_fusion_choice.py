@@ -55,9 +55,10 @@ def test_the_rule_picks_a_setting_that_gives_the_cosine_a_share_and_beats_both_b
     assert chosen.replay.weight == min(row.replay.weight for row in tied)
     cascade, table = choose_cascade(runs, chosen.replay, baselines)
     assert {(each.focus, each.depth) for each, _, _ in table} == {
-        (focus, depth) for focus in ("top", "cut") for depth in (4, 5, 6, 8, 10, 12)}
+        (focus, depth) for focus in ("top", "cut", "disagree") for depth in (4, 5, 6, 8, 10, 12)}
     kept = [each for each, _, shares in table if min(shares) >= 0.9]
-    assert cascade == (min(kept, key=lambda each: (each.depth, each.focus != "top")) if kept else chosen.replay)
+    foci = ["top", "cut", "disagree"]
+    assert cascade == (min(kept, key=lambda each: (each.depth, foci.index(each.focus))) if kept else chosen.replay)
     text = report(runs)
     assert "Chosen: " in text and "| today: linear w=0.7 |" in text
     assert "| top, stop when sure | " in text and "| cut, stop when sure | " in text

@@ -22,10 +22,10 @@ from app.bench.first_stage import EXACT, INDEX, INDEX_COPY, FirstStageArgs, run_
 from app.bench.graph_bench import (
     GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, select_queries, split_sentences,
 )
-from app.bench.replay import TRACE_VERSION, Replay, parse_replays, sure_stop
+from app.bench.replay import FOCUS_LABELS, TRACE_VERSION, Replay, parse_replays, sure_stop
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.trec_graph import is_trec_folder, passage_facts
-from app.config import REPO_ROOT, Config
+from app.config import REPO_ROOT, RERANKER_JUDGE_FOCI, Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.graph.search import EdgeHit
@@ -325,7 +325,7 @@ def test_replayed_fusions_equal_the_live_search_and_cost_no_model_call(trec_subs
     assert again["strategies"]["replay: linear w=0.5"] == rows["replay: linear w=0.5"]
 
 
-@pytest.mark.parametrize("focus", ["top", "cut"])
+@pytest.mark.parametrize("focus", RERANKER_JUDGE_FOCI)
 def test_a_live_cascade_with_the_cosine_is_replayed_exactly_and_judges_only_its_depth(trec_subset, tmp_path,
                                                                                        scripted_llm, focus):
     folder, texts, grades, query_text = trec_subset
@@ -336,7 +336,7 @@ def test_a_live_cascade_with_the_cosine_is_replayed_exactly_and_judges_only_its_
                                       concurrency=2, timeout_s=10, deadline_s=30),
                    reranker_fusion="rrf", reranker_fusion_weight=0.5, reranker_cosine_weight=0.3,
                    reranker_judge_depth=4, reranker_judge_focus=focus)
-    cascade = "#4" if focus == "top" else "#cut4"
+    cascade = "#4" if focus == "top" else f"#{focus}4"
     args = graph_args(folder, tmp_path / "out", scripted_llm.base_url, config=live, limit=3,
                       replays=parse_replays(f"rrf:0.5+0.3{cascade},rrf:0.5+0.3", 0.5), budgets=[])
     results = run_graph_bench(args, echo=lambda line: None)
@@ -346,7 +346,7 @@ def test_a_live_cascade_with_the_cosine_is_replayed_exactly_and_judges_only_its_
     # The replay reads the cosine search fused (stored vectors) and asks about the same four.
     assert results["replay_mismatches"] == [] and results["replayed_queries"] == TREC_QUERIES
     assert rows[live_label]["calls"] == 4 * TREC_QUERIES == scripted_llm.count
-    replayed = rows["replay: rrf w=0.5 cos=0.3, judge 4" + ("" if focus == "top" else " around the cut")]
+    replayed = rows["replay: rrf w=0.5 cos=0.3, judge 4" + FOCUS_LABELS[focus]]
     assert replayed["calls"] == rows[live_label]["calls"] and replayed["ndcg@10"] == rows[live_label]["ndcg@10"]
     records = [json.loads(line) for path in (tmp_path / "out" / "runs").glob("on-*.jsonl")
                for line in path.read_text().splitlines()]
@@ -366,14 +366,16 @@ def test_replay_settings_name_method_weight_and_budget():
 
 
 def test_replay_settings_name_the_cosine_share_and_the_cascade_depth():
-    replays = parse_replays("rrf:0.5+0.3, linear:0.4+0.2#8, rrf:0.5+0.3#6@10, linear:0.6+0.2#cut6", 0.7)
+    replays = parse_replays("rrf:0.5+0.3, linear:0.4+0.2#8, rrf:0.5+0.3#6@10, linear:0.6+0.2#cut6, "
+                            "linear:0.5+0.3#disagree5", 0.7)
     assert [(r.method, r.weight, r.cosine_weight, r.depth, r.focus, r.budget_s) for r in replays] == [
         ("rrf", 0.5, 0.3, 0, "top", None), ("linear", 0.4, 0.2, 8, "top", None), ("rrf", 0.5, 0.3, 6, "top", 10.0),
-        ("linear", 0.6, 0.2, 6, "cut", None)]
+        ("linear", 0.6, 0.2, 6, "cut", None), ("linear", 0.5, 0.3, 5, "disagree", None)]
     assert [r.label for r in replays] == ["replay: rrf w=0.5 cos=0.3", "replay: linear w=0.4 cos=0.2, judge 8",
                                           "replay: rrf w=0.5 cos=0.3, judge 6, budget 10 s",
-                                          "replay: linear w=0.6 cos=0.2, judge 6 around the cut"]
-    for bad in ("linear#cut", "linear#cutx", "linear#top6", "linear#cut-2"):
+                                          "replay: linear w=0.6 cos=0.2, judge 6 around the cut",
+                                          "replay: linear w=0.5 cos=0.3, judge 5 where first stage and cosine disagree"]
+    for bad in ("linear#cut", "linear#cutx", "linear#top6", "linear#cut-2", "linear#disagree", "linear#disagree-1"):
         with pytest.raises(ValueError):
             parse_replays(bad, 0.5)
 

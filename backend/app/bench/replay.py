@@ -16,9 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.config import RERANKER_JUDGE_FOCI
 from app.rerank import cascade_positions, cheap_order, check_fusion, fuse
 
 TRACE_VERSION = 1
+# How a replay's label names each judge focus (RERANKER_JUDGE_FOCI).
+FOCUS_LABELS = {"top": "", "cut": " around the cut", "disagree": " where first stage and cosine disagree"}
 
 
 @dataclass(frozen=True)
@@ -38,14 +41,15 @@ class Replay:
         name = "judge alone" if self.method == "none" else f"{self.method} w={self.weight:g}"
         name += f" cos={self.cosine_weight:g}" if self.cosine_weight else ""
         name += f", judge {self.depth}" if self.depth else ""
-        name += " around the cut" if self.depth and self.focus == "cut" else ""
+        name += FOCUS_LABELS[self.focus] if self.depth else ""
         return f"replay: {name}" + (f", budget {self.budget_s:g} s" if self.budget_s is not None else "")
 
 
 def parse_replays(text: str, default_weight: float) -> list[Replay]:
     """'none,rrf:0.5,linear:0.4+0.3#8@30,linear:0.6+0.2#cut6' -> replays:
-    METHOD[:WEIGHT[+COSINE_WEIGHT]][#[cut]DEPTH][@BUDGET_SECONDS] (the weight defaults to
-    RERANKER_FUSION_WEIGHT; `cut`: the judge asks about the DEPTH around the cut, not the first DEPTH);
+    METHOD[:WEIGHT[+COSINE_WEIGHT]][#[FOCUS]DEPTH][@BUDGET_SECONDS] (the weight defaults to
+    RERANKER_FUSION_WEIGHT; FOCUS: RERANKER_JUDGE_FOCUS other than `top`, e.g. `cut`: the judge asks
+    about the DEPTH around the cut, not the first DEPTH);
     ValueError naming the bad entry."""
     replays = []
     for part in (piece.strip() for piece in text.split(",")):
@@ -53,8 +57,9 @@ def parse_replays(text: str, default_weight: float) -> list[Replay]:
             continue
         setting, _, budget = part.partition("@")
         setting, _, depth = setting.partition("#")
-        focus = "cut" if depth.startswith("cut") else "top"
-        depth = depth.removeprefix("cut")
+        # `top` is written as the depth alone: '#6', not '#top6'.
+        focus = next((name for name in RERANKER_JUDGE_FOCI if name != "top" and depth.startswith(name)), "top")
+        depth = depth.removeprefix(focus) if focus != "top" else depth
         method, _, weights = setting.partition(":")
         weight, _, cosine_weight = weights.partition("+")
         try:
@@ -67,7 +72,7 @@ def parse_replays(text: str, default_weight: float) -> list[Replay]:
         check_fusion(method, value, cosine)
         if seconds is not None and seconds <= 0:
             raise ValueError(f"{part!r}: a budget is seconds > 0")
-        if judged < 0 or (focus == "cut" and not depth):
+        if judged < 0 or (focus != "top" and not depth):
             raise ValueError(f"{part!r}: a depth is a count >= 0")
         replays.append(Replay(method, value, seconds, cosine, judged, focus))
     return list(dict.fromkeys(replays))
@@ -116,7 +121,7 @@ def evidence_of(trace: dict, budget_s: float | None = None) -> dict[int, float]:
 def asked_positions(trace: dict, replay: Replay, cut: int) -> set[int] | None:
     """The positions a cascade would have asked the judge about (`cut`: how many the answer returns);
     None: all of them."""
-    asked = cascade_positions(_cheap_places(trace, replay), replay.depth, cut, replay.focus)
+    asked = cascade_positions(_cheap_places(trace, replay), replay.depth, cut, replay.focus, trace["cosine"])
     return None if asked is None else set(asked)
 
 
@@ -153,7 +158,7 @@ def asking_order(trace: dict, replay: Replay, cut: int) -> list[int]:
     """Every position in the order a cascade of this focus asks the judge about them (a cascade of all
     but one, then the one left)."""
     places = _cheap_places(trace, replay)
-    first = cascade_positions(places, len(places) - 1, cut, replay.focus) or []
+    first = cascade_positions(places, len(places) - 1, cut, replay.focus, trace["cosine"]) or []
     return first + [position for position in places if position not in first]
 
 

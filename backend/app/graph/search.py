@@ -260,8 +260,8 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
               "cosine": cosine, "cosine_weight": config.reranker_cosine_weight}
     if enabled and passages:
         depth = config.reranker_judge_depth  # cascade_positions: None (ask about all) unless 0 < depth < count
-        only = (cascade_positions(cheap_order(first_scores, **fusion), depth, cut, config.reranker_judge_focus)
-                if depth else None)
+        only = (cascade_positions(cheap_order(first_scores, **fusion), depth, cut, config.reranker_judge_focus,
+                                  cosine) if depth else None)
         try:
             judgement = await judge_positions(reranker, query, passages, only=only)
         except Exception as error:  # the reranker should never raise; a search must still answer

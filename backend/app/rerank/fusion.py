@@ -128,22 +128,36 @@ def cheap_order(first_scores: Sequence[float], cosine: Sequence[float] | None, *
     return sorted(range(count), key=lambda position: (-values[position], position))
 
 
-def cascade_positions(places: Sequence[int], depth: int, cut: int, focus: str = "top") -> list[int] | None:
+def cascade_positions(places: Sequence[int], depth: int, cut: int, focus: str = "top",
+                      cosine: Sequence[float] | None = None) -> list[int] | None:
     """The positions a cascade asks the judge about, in the order to ask; None: every candidate.
 
     `places`: the cheap order (`cheap_order`); `cut`: how many the answer returns. `top` asks about
     its first `depth`; `cut` about the `depth` places around the cut, nearest it first: whether those
-    make the answer is what the cheap signals are least sure of."""
+    make the answer is what the cheap signals are least sure of. `disagree` asks first about the
+    candidates that the first stage and the `cosine` place on opposite sides of the cut (one would
+    return it, the other not), then about the cheap order's first: where the two cheap signals agree,
+    the judge is least likely to change the answer. Without a cosine it asks as `top` does."""
     if focus not in RERANKER_JUDGE_FOCI:
         raise ValueError(f"unknown judge focus {focus!r}; allowed: {RERANKER_JUDGE_FOCI}")
     count = len(places)
     if not 0 < depth < count:
         return None
+    if focus == "disagree":
+        disputed = set(disputed_positions(cosine, cut)) if cosine is not None else set()
+        ordered = [p for p in places if p in disputed] + [p for p in places if p not in disputed]
+        return ordered[:depth]
     if focus == "top":
         return list(places[:depth])
     start = min(max(0, cut - (depth + 1) // 2), count - depth)
     nearest = sorted(range(start, start + depth), key=lambda index: (abs(index + 0.5 - cut), index))
     return [places[index] for index in nearest]
+
+
+def disputed_positions(cosine: Sequence[float], cut: int) -> list[int]:
+    """The positions inside the first stage's first `cut` but not the cosine's, or the other way round."""
+    by_cosine = cosine_ranks(cosine)
+    return [position for position in range(len(cosine)) if (position < cut) != (by_cosine[position] <= cut)]
 
 
 def fuse(
