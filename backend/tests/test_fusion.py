@@ -263,24 +263,33 @@ def test_with_the_reranker_off_nothing_is_judged(backend, water_graph):
     assert all(edge["rerank_score"] is None and edge["score"] == edge["first_stage_score"] for edge in body["edges"])
 
 
-def test_a_cascade_asks_the_judge_about_the_cheap_orders_first_few_and_fuses_the_cosine(
-        backend, scripted_llm, water_graph):
+def _cascade_search(backend, scripted_llm, graph_id, score, limit, **settings):
+    """One search of QUERY whose judge answers `score(how many it has been asked so far)`: the API
+    client, the search's outcome and edge trace, the passages asked in order, and the cheap order."""
     asked = []
 
-    def score(query, passage):
+    def answer(query, passage):
         asked.append(passage)
-        return 0.9 - 0.05 * len(asked)
+        return score(len(asked))
 
-    scripted_llm.responder = judge(score)
+    scripted_llm.responder = judge(answer)
     app, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
                           RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
-                          RERANKER_FUSION="rrf", RERANKER_FUSION_WEIGHT=0.5, RERANKER_COSINE_WEIGHT=0.3,
-                          RERANKER_JUDGE_DEPTH=3, RERANKER_MAX_PARALLEL=1)
-    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=4)
+                          RERANKER_MAX_PARALLEL=1, **settings)
+    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(graph_id, QUERY, limit=limit)
     trace = outcome.trace["edges"]
+    places = cheap_order(trace.first_scores, trace.cosine, method=settings["RERANKER_FUSION"],
+                         weight=settings["RERANKER_FUSION_WEIGHT"], cosine_weight=settings["RERANKER_COSINE_WEIGHT"])
+    return client, outcome, trace, asked, places
+
+
+def test_a_cascade_asks_the_judge_about_the_cheap_orders_first_few_and_fuses_the_cosine(
+        backend, scripted_llm, water_graph):
+    client, outcome, trace, asked, places = _cascade_search(
+        backend, scripted_llm, water_graph, lambda count: 0.9 - 0.05 * count, limit=4, RERANKER_FUSION="rrf",
+        RERANKER_FUSION_WEIGHT=0.5, RERANKER_COSINE_WEIGHT=0.3, RERANKER_JUDGE_DEPTH=3)
 
     assert len(trace.passages) == 8 and len(trace.cosine) == 8 and all(-1 <= c <= 1 for c in trace.cosine)
-    places = cheap_order(trace.first_scores, trace.cosine, method="rrf", weight=0.5, cosine_weight=0.3)
     # Only the cheap order's first three were sent to the model; the answer says so.
     assert sorted(asked) == sorted(trace.passages[p] for p in places[:3])
     assert set(trace.judgement.judged_at_s) == set(places[:3])
@@ -296,21 +305,12 @@ def test_a_cascade_asks_the_judge_about_the_cheap_orders_first_few_and_fuses_the
 
 def test_a_cascade_around_the_cut_asks_the_judge_nearest_the_cut_first_and_leaves_the_leaders_in_place(
         backend, scripted_llm, water_graph):
-    asked = []
+    # The judge's favourite is the last one asked.
+    client, outcome, trace, asked, places = _cascade_search(
+        backend, scripted_llm, water_graph, lambda count: 0.9 if count == 4 else 0.1, limit=4,
+        RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.6, RERANKER_COSINE_WEIGHT=0.2, RERANKER_JUDGE_DEPTH=4,
+        RERANKER_JUDGE_FOCUS="cut")
 
-    def score(query, passage):
-        asked.append(passage)
-        return 0.9 if len(asked) == 4 else 0.1  # the judge's favourite is the last one asked
-
-    scripted_llm.responder = judge(score)
-    app, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                          RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
-                          RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.6, RERANKER_COSINE_WEIGHT=0.2,
-                          RERANKER_JUDGE_DEPTH=4, RERANKER_JUDGE_FOCUS="cut", RERANKER_MAX_PARALLEL=1)
-    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=4)
-    trace = outcome.trace["edges"]
-
-    places = cheap_order(trace.first_scores, trace.cosine, method="linear", weight=0.6, cosine_weight=0.2)
     # Eight candidates, four returned: the cheap order's 4th and 5th were asked first, then the 3rd and 6th.
     assert asked == [trace.passages[places[index]] for index in (3, 4, 2, 5)]
     assert (outcome.judged, outcome.candidates) == (4, 8)
@@ -324,21 +324,10 @@ def test_a_cascade_around_the_cut_asks_the_judge_nearest_the_cut_first_and_leave
 
 def test_a_cascade_where_the_cheap_signals_disagree_asks_the_judge_about_those_first(
         backend, scripted_llm, water_graph):
-    asked = []
+    _, outcome, trace, asked, places = _cascade_search(
+        backend, scripted_llm, water_graph, lambda count: 0.5, limit=5, RERANKER_FUSION="linear",
+        RERANKER_FUSION_WEIGHT=0.5, RERANKER_COSINE_WEIGHT=0.3, RERANKER_JUDGE_DEPTH=4, RERANKER_JUDGE_FOCUS="disagree")
 
-    def score(query, passage):
-        asked.append(passage)
-        return 0.5
-
-    scripted_llm.responder = judge(score)
-    app, _ = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                     RERANKER_MODEL="judge-model", RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5,
-                     RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.5, RERANKER_COSINE_WEIGHT=0.3,
-                     RERANKER_JUDGE_DEPTH=4, RERANKER_JUDGE_FOCUS="disagree", RERANKER_MAX_PARALLEL=1)
-    outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water_graph, QUERY, limit=5)
-    trace = outcome.trace["edges"]
-
-    places = cheap_order(trace.first_scores, trace.cosine, method="linear", weight=0.5, cosine_weight=0.3)
     disputed = disputed_positions(trace.cosine, 5)
     # The stored vectors and the first stage disagree about this answer's last places (5th and 6th).
     assert disputed and len(disputed) < 4
