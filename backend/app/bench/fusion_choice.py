@@ -11,9 +11,10 @@ docs/bench/FUSION.md:
 3. eligible: MRR@10 not below the baseline's on every run;
 4. chosen: the eligible setting with the largest smallest margin (ties: the smaller judge share);
 5. the cascade: for each focus (RERANKER_JUDGE_FOCI: the cheap order's first N, the N around the
-   cut, or first those the first stage and the cosine disagree about), the smallest of DEPTHS whose nDCG@10 gain over the first stage is at least 90% of the chosen
-   setting's gain with everything judged, on every run; chosen: the smaller depth (ties: the first
-   focus); none: depth 0 (judge every candidate).
+   cut, or first those the first stage and the cosine disagree about), the smallest of DEPTHS whose
+   nDCG@10 gain over the first stage is at least 90% of the chosen setting's gain with everything
+   judged, on every run; chosen: the smaller depth (ties: the first focus); none: depth 0 (judge every
+   candidate).
 """
 
 from __future__ import annotations

@@ -145,8 +145,7 @@ def cascade_positions(places: Sequence[int], depth: int, cut: int, focus: str = 
         return None
     if focus == "disagree":
         disputed = set(disputed_positions(cosine, cut)) if cosine is not None else set()
-        ordered = [p for p in places if p in disputed] + [p for p in places if p not in disputed]
-        return ordered[:depth]
+        return sorted(places, key=lambda position: position not in disputed)[:depth]  # stable: cheap order within
     if focus == "top":
         return list(places[:depth])
     start = min(max(0, cut - (depth + 1) // 2), count - depth)
