@@ -31,7 +31,7 @@ RERANKER_SCORE_MODES = ("auto", "logprobs", "json", "graded")
 RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
 MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
 # How graph search combines the judge's evidence with the first stage's order (app/rerank/fusion.py).
-RERANKER_FUSIONS = ("none", "rrf", "linear")
+RERANKER_FUSIONS = ("none", "rrf", "linear", "zscore")
 # Which candidates a cascade asks the judge about (app/rerank/fusion.py `cascade_positions`).
 RERANKER_JUDGE_FOCI = ("top", "cut", "disagree")
 LOG_LEVELS = ("debug", "info", "warning", "error")

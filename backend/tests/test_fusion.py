@@ -78,6 +78,26 @@ def test_linear_reads_a_rank_strategy_by_rank_not_by_its_score_gaps():
     assert order(by_rank) == [1, 2, 0] and scores(by_rank) == pytest.approx([0.66, 0.6, 0.4])
 
 
+def test_zscore_keeps_one_outlying_first_stage_score_from_squeezing_the_others():
+    # First stage [1.0, 0.3, 0.2, 0.1]: mean 0.4, deviations .6, -.1, -.2, -.3, variance .125, sd 1/(2*sqrt 2):
+    #   z = 1.6971, -0.2828, -0.5657, -0.8485.  Min-max: 1, 2/9, 1/9, 0 (the first hit squeezes the rest).
+    # Judge {0: .2, 1: .9, 2: .6, 3: 1.0}: mean .675, deviations -.475, .225, -.075, .325, variance .096875,
+    #   sd .311247: z = -1.5261, 0.7229, -0.2410, 1.0442.  Min-max: 0, .875, .5, 1.
+    # Weight 0.5. linear: 0: .5,  1: .4375 + .1111 = .5486,  2: .25 + .0556 = .3056,  3: .5 + 0 = .5
+    #   -> 1, 0, 3, 2 (0 and 3 tie; 0 is the first stage's better).
+    # zscore: 0: .5 * (1.6971 - 1.5261) = .0855,  1: .5 * (-.2828 + .7229) = .2200,
+    #   2: .5 * (-.5657 - .2410) = -.4033,  3: .5 * (-.8485 + 1.0442) = .0978  -> 1, 3, 0, 2.
+    first, evidence = [1.0, 0.3, 0.2, 0.1], {0: 0.2, 1: 0.9, 2: 0.6, 3: 1.0}
+    linear = fuse(first, evidence, method="linear", weight=0.5)
+    assert order(linear) == [1, 0, 3, 2] and scores(linear) == pytest.approx([0.5486, 0.5, 0.5, 0.3056], abs=1e-4)
+    zscore = fuse(first, evidence, method="zscore", weight=0.5)
+    assert order(zscore) == [1, 3, 0, 2] and scores(zscore) == pytest.approx([0.2200, 0.0978, 0.0855, -0.4033], abs=1e-4)
+    assert [hit.judge_score for hit in zscore] == [0.9, 1.0, 0.2, 0.6]
+    # Signals with no spread count 0 for everyone, as in linear: the judge alone decides.
+    flat = fuse([0.5, 0.5, 0.5, 0.5], evidence, method="zscore", weight=0.5)
+    assert order(flat) == [3, 1, 2, 0]
+
+
 def test_a_judge_that_cannot_tell_apart_leaves_linear_to_the_first_stage():
     # Every judge score 0.7: normalised, all 0; the first stage alone decides (0.5 * 1, 0.5 * 0.5, 0).
     fused = fuse([1.0, 0.6, 0.2], {0: 0.7, 1: 0.7, 2: 0.7}, method="linear", weight=0.5)
@@ -125,7 +145,7 @@ def test_bad_settings_are_refused(method, weight):
 def test_every_position_comes_back_once_and_scores_never_rise():
     first = [1 / (index + 1) for index in range(12)]
     evidence = {index: ((index * 7) % 5) / 5 for index in (0, 2, 3, 5, 8, 11)}
-    for method in ("none", "rrf", "linear"):
+    for method in ("none", "rrf", "linear", "zscore"):
         for by_score in (True, False):
             fused = fuse(first, evidence, method=method, weight=0.3, by_score=by_score)
             assert sorted(order(fused)) == list(range(12))
@@ -225,7 +245,7 @@ def test_shares_over_one_are_refused(weight, cosine_weight):
 QUERY = "harbor water utility reservoir town"
 
 
-@pytest.mark.parametrize("method", ["rrf", "linear"])
+@pytest.mark.parametrize("method", ["rrf", "linear", "zscore"])
 def test_graph_search_answers_the_fused_order_of_its_own_candidates(backend, scripted_llm, water_graph, method):
     # A judge with distinct scores that disagrees with the first stage: alphabetical order.
     alphabetical = sorted(fact["fact"] for fact in WATER_FACTS)

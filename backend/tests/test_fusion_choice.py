@@ -50,9 +50,14 @@ def test_the_rule_picks_a_setting_that_gives_the_cosine_a_share_and_beats_both_b
     assert baselines["a"]["first stage"]["mrr@10"] < 0.25
     assert baselines["a"]["cosine alone"]["mrr@10"] < 1 and baselines["a"]["baseline"]["mrr@10"] < 1
     assert all(score["mrr@10"] == 1.0 for score in chosen.scores)
-    # Ties in the margin go to the smaller judge share.
+    # The grid: three methods, judge share 0.1-1.0 and cosine share 0-(1 - judge share) in tenths: 55 each.
+    assert sorted({row.replay.method for row in rows}) == ["linear", "rrf", "zscore"] and len(rows) == 3 * 55
+    # Ties in the margin go to the smaller judge share, then to rrf, linear, zscore in that order.
     tied = [row for row in rows if row.eligible and abs(row.margin - chosen.margin) < 1e-9]
     assert chosen.replay.weight == min(row.replay.weight for row in tied)
+    methods = ["rrf", "linear", "zscore"]
+    assert methods.index(chosen.replay.method) == min(
+        methods.index(row.replay.method) for row in tied if row.replay.weight == chosen.replay.weight)
     cascade, table = choose_cascade(runs, chosen.replay, baselines)
     assert {(each.focus, each.depth) for each, _, _ in table} == {
         (focus, depth) for focus in ("top", "cut", "disagree") for depth in (4, 5, 6, 8, 10, 12)}

@@ -356,10 +356,11 @@ def test_a_live_cascade_with_the_cosine_is_replayed_exactly_and_judges_only_its_
 
 
 def test_replay_settings_name_method_weight_and_budget():
-    replays = parse_replays("none, rrf:0.7, linear@30, rrf:0.7", 0.5)
+    replays = parse_replays("none, rrf:0.7, linear@30, rrf:0.7, zscore:0.6", 0.5)
     assert [(r.method, r.weight, r.budget_s) for r in replays] == [("none", 0.5, None), ("rrf", 0.7, None),
-                                                                   ("linear", 0.5, 30.0)]
-    assert [r.label for r in replays] == ["replay: judge alone", "replay: rrf w=0.7", "replay: linear w=0.5, budget 30 s"]
+                                                                   ("linear", 0.5, 30.0), ("zscore", 0.6, None)]
+    assert [r.label for r in replays] == ["replay: judge alone", "replay: rrf w=0.7", "replay: linear w=0.5, budget 30 s",
+                                          "replay: zscore w=0.6"]
     for bad in ("borda", "rrf:2", "rrf:x", "linear@0", "none@soon", "rrf:0.7+0.4", "rrf:0.5+x", "rrf#-1", "rrf#a"):
         with pytest.raises(ValueError):
             parse_replays(bad, 0.5)

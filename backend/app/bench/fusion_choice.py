@@ -5,7 +5,7 @@ score, the judge's score and the cosine (app/bench/replay.py). From those this m
 setting of a grid with the same `fuse` graph search runs, and applies the rule written in
 docs/bench/FUSION.md:
 
-1. settings: `rrf` or `linear`, judge share 0.1-1.0 and cosine share 0-(1 - judge share), steps of 0.1;
+1. settings: `rrf`, `linear` or `zscore`, judge share 0.1-1.0 and cosine share 0-(1 - judge share), steps of 0.1;
 2. a setting's margin on a run: its nDCG@10 minus the better of the baseline (`linear`, judge 0.7, no
    cosine) and the cosine alone;
 3. eligible: MRR@10 not below the baseline's on every run;
@@ -30,7 +30,7 @@ from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking,
 from app.config import RERANKER_JUDGE_FOCI
 
 BASELINE = Replay("linear", 0.7)
-METHODS = ("rrf", "linear")
+METHODS = ("rrf", "linear", "zscore")  # grid order: equal margins and judge shares go to the first
 DEPTHS = (4, 5, 6, 8, 10, 12)
 GAIN_SHARE = 0.9
 LIMIT = 10

@@ -8,13 +8,16 @@ evidence too, so instead of replacing its order with the judge's, graph search c
   with K = 60 (Cormack et al.); `weight` 0.5 orders as plain (unweighted) RRF.
 - `linear`: `weight * judge + (1 - weight) * first stage`, both min-max normalised over the judged
   candidates of this query (a side whose values are all equal counts 0 for everyone).
+- `zscore`: as `linear`, but each side scaled to mean 0 and standard deviation 1 over the judged
+  candidates: one outlying value (a first hit far ahead, a single confident judgement) does not squeeze
+  the others of its side into a small span, as min-max scaling does. Its scores can be negative.
 
 A third signal can join: the embedder's cosine between the query and each candidate
 (`cosine`, `cosine_weight` = RERANKER_COSINE_WEIGHT). It costs no model call, and on some data it
 orders as well as the judge, so with it the three shares are judge `weight`, cosine `cosine_weight` and
-first stage the rest: `rrf` adds `cosine_weight / (K + cosine rank)`, `linear` adds `cosine_weight *`
-the min-max normalised cosine. Without the judge's evidence the cheap order is the first stage fused
-with the cosine alone, in the same proportion (`cheap_order`).
+first stage the rest: `rrf` adds `cosine_weight / (K + cosine rank)`, `linear` and `zscore` add
+`cosine_weight *` the cosine scaled as they scale the other two. Without the judge's evidence the
+cheap order is the first stage fused with the cosine alone, in the same proportion (`cheap_order`).
 
 `weight` (RERANKER_FUSION_WEIGHT) is the judge's share. The judge's evidence is read by score when it
 is a relevance score (pointwise, `by_score=True`) and by rank otherwise: the other strategies' scores
@@ -77,6 +80,15 @@ def min_max(values: Mapping[int, float]) -> dict[int, float]:
     return {key: (value - low) / (high - low) for key, value in values.items()}
 
 
+def z_scores(values: Mapping[int, float]) -> dict[int, float]:
+    """Values scaled to mean 0 and (population) standard deviation 1 over this set; all equal gives 0 for each."""
+    mean = sum(values.values()) / len(values)
+    spread = (sum((value - mean) ** 2 for value in values.values()) / len(values)) ** 0.5
+    if spread == 0:
+        return dict.fromkeys(values, 0.0)
+    return {key: (value - mean) / spread for key, value in values.items()}
+
+
 def rank_values(ranks: Mapping[int, int]) -> dict[int, float]:
     """Ranks as values in [0, 1]: 1 for the best, 0 for the last (one rank alone: 0)."""
     count = len(ranks)
@@ -106,9 +118,10 @@ def fused_values(
         return {position: weight / (RRF_K + ranks[position]) + first_weight / (RRF_K + position + 1)
                 + (cosine_weight / (RRF_K + by_cosine[position]) if with_cosine else 0.0)
                 for position in evidence}
-    judge = min_max(evidence) if by_score else rank_values(ranks)
-    first = min_max({position: float(first_scores[position]) for position in evidence})
-    near = min_max({position: float(cosine[position]) for position in evidence}) if with_cosine else {}
+    scale = z_scores if method == "zscore" else min_max
+    judge = scale(evidence) if by_score else scale(rank_values(ranks))
+    first = scale({position: float(first_scores[position]) for position in evidence})
+    near = scale({position: float(cosine[position]) for position in evidence}) if with_cosine else {}
     return {position: weight * judge[position] + first_weight * first[position]
             + (cosine_weight * near[position] if with_cosine else 0.0) for position in evidence}
 
