@@ -446,13 +446,15 @@ def test_graph_search_is_ordered_by_the_rerank_api(backend, water_graph, caplog)
     assert len(rrf) == 8
     # TEI with raw logits that reverse the first stage: the last RRF candidate is the most relevant.
     with ScriptedRerankApi("tei", scorer=lambda query, text: rrf.index(text) - 4.0) as tei:
-        # The judge at 0.7 against the first stage alone (no cosine share): enough for its scores to decide.
-        _, client = api_backend(backend, tei.base_url, RERANKER_FUSION_WEIGHT=0.7, RERANKER_COSINE_WEIGHT=0)
+        # Linear fusion, the judge at 0.7 against the first stage alone (no cosine share): enough for its
+        # scores to decide.
+        _, client = api_backend(backend, tei.base_url, RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.7,
+                                RERANKER_COSINE_WEIGHT=0)
         body = client.post(f"/api/graph/{water_graph}/search", json={"query": SEARCH_QUERY, "limit": 4}).get_json()
         health = client.get("/health").get_json()["reranker"]
 
         assert [edge["fact"] for edge in body["edges"]] == rrf[::-1][:4] and body["reranked"] is True
-        assert body["fusion"] == "linear"  # the default fusion reads the server's scores by value
+        assert body["fusion"] == "linear"  # linear fusion reads the server's scores by value
         assert sorted(edge["first_stage_rank"] for edge in body["edges"]) == [5, 6, 7, 8]
         scores = [edge["rerank_score"] for edge in body["edges"]]
         assert scores == sorted(scores, reverse=True) and all(score > 0 for score in scores)
