@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from app.bench.fusion_choice import choose_cascade, load_run, rank_settings, report
-from app.bench.replay import TRACE_VERSION
+from app.bench.fusion_choice import choose_cascade, lifts_a_lone_find, load_run, rank_settings, report
+from app.bench.replay import TRACE_VERSION, Replay
 
 
 def _trace(doc_ids, cosine, evidence):
@@ -67,6 +67,19 @@ def test_the_rule_picks_a_setting_that_gives_the_cosine_a_share_and_beats_both_b
     text = report(runs)
     assert "Chosen: " in text and "| today: linear w=0.7 |" in text
     assert "| top, stop when sure | " in text and "| cut, stop when sure | " in text
+
+
+def test_a_setting_must_put_first_what_only_the_judge_finds(tmp_path):
+    # 20 candidates judged 0.2, the last of the first stage and of the cosine judged 0.95.
+    # linear, judge 0.7, cosine 0.3: it gets 0.7, the cheap leader 0.3. Judge 0.5, cosine 0.3: 0.5 against
+    # 0.2 + 0.3, a tie the first stage breaks the other way. rrf ranks the judgement, however sure: the
+    # leader's 0.6/62 + 0.4/61 beats its 0.6/61 + 0.4/80.
+    assert lifts_a_lone_find(Replay("linear", 0.7, cosine_weight=0.3))
+    assert not lifts_a_lone_find(Replay("linear", 0.5, cosine_weight=0.3))
+    assert not lifts_a_lone_find(Replay("rrf", 0.6, cosine_weight=0.2)) and lifts_a_lone_find(Replay("rrf", 1.0))
+    rows, _ = rank_settings([load_run(*_run(tmp_path, "a"))])
+    assert all(not row.eligible for row in rows if row.replay.method == "rrf" and row.replay.weight < 1)
+    assert any(row.eligible for row in rows)
 
 
 def test_the_command_names_a_bad_run_in_one_line(backend, tmp_path):

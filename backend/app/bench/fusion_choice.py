@@ -8,7 +8,8 @@ docs/bench/FUSION.md:
 1. settings: `rrf`, `linear` or `zscore`, judge share 0.1-1.0 and cosine share 0-(1 - judge share), steps of 0.1;
 2. a setting's margin on a run: its nDCG@10 minus the better of the baseline (`linear`, judge 0.7, no
    cosine) and the cosine alone;
-3. eligible: MRR@10 not below the baseline's on every run;
+3. eligible: MRR@10 not below the baseline's on every run, and (step 9) a candidate only the judge finds
+   comes first (`lifts_a_lone_find`);
 4. chosen: the eligible setting with the largest smallest margin (ties: the smaller judge share);
 5. the cascade: for each focus (RERANKER_JUDGE_FOCI: the cheap order's first N, the N around the
    cut, or first those the first stage and the cosine disagree about), the smallest of DEPTHS whose
@@ -28,12 +29,14 @@ from app.bench.datasets import Dataset, load_dataset
 from app.bench.metrics import evaluate
 from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking, sure_stop
 from app.config import RERANKER_JUDGE_FOCI
+from app.rerank.fusion import fuse
 
 BASELINE = Replay("linear", 0.7)
 METHODS = ("rrf", "linear", "zscore")  # grid order: equal margins and judge shares go to the first
 DEPTHS = (4, 5, 6, 8, 10, 12)
 GAIN_SHARE = 0.9
 LIMIT = 10
+LONE_FIND_CANDIDATES = 20  # a search's judged candidates in the lone-find check (rule step 9)
 
 
 @dataclass
@@ -76,6 +79,18 @@ def load_run(output: Path, dataset: Path) -> DevelopmentRun:
     return DevelopmentRun(Path(output).name, load_dataset(dataset, with_candidates=False), traces)
 
 
+def lifts_a_lone_find(replay: Replay) -> bool:
+    """Rule step 9: does `replay`'s fusion put first a candidate that only the judge finds (judged 0.95,
+    every other 0.2) when the first stage and the cosine both place it last? A report's neighbourhood search
+    brings the judge such facts: an entity's own facts, which share no words with the question."""
+    count = LONE_FIND_CANDIDATES
+    cheap = [1.0 - index / count for index in range(count)]
+    evidence = dict.fromkeys(range(count - 1), 0.2) | {count - 1: 0.95}
+    fused = fuse(cheap, evidence, method=replay.method, weight=replay.weight, cosine=cheap,
+                 cosine_weight=replay.cosine_weight)
+    return fused[0].position == count - 1
+
+
 def grid() -> list[Replay]:
     return [Replay(method, judge / 10, cosine_weight=cosine / 10)
             for method in METHODS for judge in range(1, 11) for cosine in range(0, 11 - judge)]
@@ -99,8 +114,8 @@ def rank_settings(runs: Sequence[DevelopmentRun]) -> tuple[list[Row], dict]:
         margins = [score["ndcg@10"] - max(baselines[run.name]["baseline"]["ndcg@10"],
                                           baselines[run.name]["cosine alone"]["ndcg@10"])
                    for run, score in zip(runs, scores)]
-        eligible = all(score["mrr@10"] >= baselines[run.name]["baseline"]["mrr@10"] - 1e-9
-                       for run, score in zip(runs, scores))
+        eligible = lifts_a_lone_find(replay) and all(
+            score["mrr@10"] >= baselines[run.name]["baseline"]["mrr@10"] - 1e-9 for run, score in zip(runs, scores))
         rows.append(Row(replay, scores, min(margins), eligible))
     rows.sort(key=lambda row: (not row.eligible, -round(row.margin, 9), row.replay.weight))
     return rows, baselines
