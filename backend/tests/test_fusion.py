@@ -91,7 +91,8 @@ def test_zscore_keeps_one_outlying_first_stage_score_from_squeezing_the_others()
     linear = fuse(first, evidence, method="linear", weight=0.5)
     assert order(linear) == [1, 0, 3, 2] and scores(linear) == pytest.approx([0.5486, 0.5, 0.5, 0.3056], abs=1e-4)
     zscore = fuse(first, evidence, method="zscore", weight=0.5)
-    assert order(zscore) == [1, 3, 0, 2] and scores(zscore) == pytest.approx([0.2200, 0.0978, 0.0855, -0.4033], abs=1e-4)
+    assert order(zscore) == [1, 3, 0, 2]
+    assert scores(zscore) == pytest.approx([0.2200, 0.0978, 0.0855, -0.4033], abs=1e-4)
     assert [hit.judge_score for hit in zscore] == [0.9, 1.0, 0.2, 0.6]
     # Signals with no spread count 0 for everyone, as in linear: the judge alone decides.
     flat = fuse([0.5, 0.5, 0.5, 0.5], evidence, method="zscore", weight=0.5)

@@ -10,7 +10,8 @@ docs/bench/FUSION.md:
    cosine) and the cosine alone;
 3. eligible: MRR@10 not below the baseline's on every run, and (step 9) a candidate only the judge finds
    comes first (`lifts_a_lone_find`);
-4. chosen: the eligible setting with the largest smallest margin (ties: the smaller judge share);
+4. chosen: the eligible setting with the largest smallest margin (ties: the smaller judge share, then
+   the method first in METHODS);
 5. the cascade: for each focus (RERANKER_JUDGE_FOCI: the cheap order's first N, the N around the
    cut, or first those the first stage and the cosine disagree about), the smallest of DEPTHS whose
    nDCG@10 gain over the first stage is at least 90% of the chosen setting's gain with everything
