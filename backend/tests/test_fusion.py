@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, disputed_positions, fuse
+from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, disputed_positions, first_stage_share, fuse
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
 
@@ -171,6 +171,19 @@ def test_the_cosine_is_a_third_share_in_rrf_and_linear():
     assert order(linear) == [1, 2, 0] and scores(linear) == pytest.approx([by_hand[1], by_hand[2], by_hand[0]])
     # Without a cosine share the cosine changes nothing.
     assert fuse(FIRST, evidence, method="rrf", weight=0.7, cosine=cosine) == fuse(FIRST, evidence, method="rrf", weight=0.7)
+
+
+@pytest.mark.parametrize("method", ["linear", "zscore"])
+@pytest.mark.parametrize("weight, cosine_weight", [(0.8, 0.2), (0.9, 0.1), (0.7, 0.3)])
+def test_shares_summing_to_one_leave_ties_to_the_first_stages_order(method, weight, cosine_weight):
+    # In floating point 1 - 0.8 - 0.2 is below 0; the first stage's share must be exactly 0, not negative.
+    assert first_stage_share(weight, cosine_weight) == 0.0
+    # Candidates 0 and 1 tie on judge and cosine; the first stage's order must break the tie, as position does.
+    first = [0.9, 0.8, 0.7]
+    fused = fuse(first, {0: 0.1, 1: 0.1, 2: 0.9}, method=method, weight=weight,
+                 cosine=[0.1, 0.1, 0.9], cosine_weight=cosine_weight)
+    assert order(fused) == [2, 0, 1]
+    assert first_stage_share(0.5, 0.3) == pytest.approx(0.2) and first_stage_share(0.6) == pytest.approx(0.4)
 
 
 def test_the_cheap_order_fuses_first_stage_and_cosine_in_the_full_fusions_proportion():

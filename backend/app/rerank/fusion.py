@@ -66,6 +66,14 @@ def check_fusion(method: str, weight: float, cosine_weight: float = 0.0) -> None
         raise ValueError(f"the cosine's share must be within [0, 1 - judge's share {weight}], got {cosine_weight}")
 
 
+def first_stage_share(weight: float, cosine_weight: float = 0.0) -> float:
+    """What the judge's and the cosine's shares leave the first stage: `1 - weight - cosine_weight`,
+    rounded so that shares meant to sum to 1 leave exactly 0. In floating point 1 - 0.8 - 0.2 is
+    -5.6e-17: a negative share would turn candidates the judge and the cosine tie on against the
+    first stage's order, where ties break by position everywhere else."""
+    return max(0.0, round(1.0 - weight - cosine_weight, 12))
+
+
 def judge_ranks(evidence: Mapping[int, float]) -> dict[int, int]:
     """1-based ranks by evidence, best first; equal evidence ranks by first-stage position."""
     ordered = sorted(evidence, key=lambda position: (-evidence[position], position))
@@ -111,7 +119,7 @@ def fused_values(
     if method == "none":
         return {position: float(value) for position, value in evidence.items()}
     with_cosine = cosine is not None and cosine_weight > 0
-    first_weight = 1 - weight - (cosine_weight if with_cosine else 0.0)
+    first_weight = first_stage_share(weight, cosine_weight if with_cosine else 0.0)
     ranks = judge_ranks(evidence)
     if method == "rrf":
         by_cosine = cosine_ranks(cosine) if with_cosine else {}
