@@ -183,6 +183,9 @@ def test_shares_summing_to_one_leave_ties_to_the_first_stages_order(method, weig
     fused = fuse(first, {0: 0.1, 1: 0.1, 2: 0.9}, method=method, weight=weight,
                  cosine=[0.1, 0.1, 0.9], cosine_weight=cosine_weight)
     assert order(fused) == [2, 0, 1]
+
+
+def test_the_first_stage_keeps_what_the_judge_and_the_cosine_leave():
     assert first_stage_share(0.5, 0.3) == pytest.approx(0.2) and first_stage_share(0.6) == pytest.approx(0.4)
 
 

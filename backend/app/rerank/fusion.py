@@ -142,7 +142,8 @@ def cheap_order(first_scores: Sequence[float], cosine: Sequence[float] | None, *
     count = len(first_scores)
     if cosine is None or cosine_weight <= 0 or method == "none":
         return list(range(count))
-    share = min(1.0, cosine_weight / (1 - weight)) if weight < 1 else 1.0  # float division may pass 1
+    rest = cosine_weight + first_stage_share(weight, cosine_weight)  # what the judge's share leaves
+    share = cosine_weight / rest if rest > 0 else 1.0
     # The two-signal fusion of the first stage with the cosine read as the evidence of every position.
     values = fused_values(first_scores, dict(enumerate(float(value) for value in cosine)), method=method,
                           weight=share, by_score=True)
