@@ -94,3 +94,42 @@ def test_the_command_names_a_bad_run_in_one_line(backend, tmp_path):
     output, dataset = _run(tmp_path, "c")
     result = runner.invoke(args=["bench", "choose-fusion", "--run", f"{output}={dataset}", "--top", "3"])
     assert result.exit_code == 0 and "Chosen: " in result.output, result.output
+
+
+def test_another_score_mode_is_measured_against_the_baseline_of_todays_mode(tmp_path):
+    # Run "a" plays a new score mode; "b" the same queries judged as today's default judges, here by a
+    # judge that scores the relevant candidate 1 and the rest 0, so its baseline is perfect.
+    other_mode, dataset = _run(tmp_path, "a")
+    todays_mode, _ = _run(tmp_path, "b")
+    lines = (todays_mode / "runs" / "on-test.jsonl").read_text().splitlines()
+    qrels = dict(line.split(" ")[0::2] for line in (dataset / "qrels.txt").read_text().splitlines())
+    records = []
+    for line in lines:
+        record = json.loads(line)
+        record["trace"]["evidence"] = [float(doc == qrels[record["qid"]]) for doc in record["trace"]["doc_ids"]]
+        records.append(json.dumps(record))
+    (todays_mode / "runs" / "on-test.jsonl").write_text("\n".join(records) + "\n")
+    alone, measured = load_run(other_mode, dataset), load_run(other_mode, dataset, baseline=todays_mode)
+    assert alone.baseline()["mrr@10"] < 1 and measured.baseline()["mrr@10"] == 1.0
+    # Every setting's own scores are the new mode's either way; only the yardstick moves.
+    (rows_alone, _), (rows, baselines) = rank_settings([alone]), rank_settings([measured])
+    assert baselines["a"]["baseline"] == measured.baseline()
+    assert {row.replay: row.scores for row in rows} == {row.replay: row.scores for row in rows_alone}
+    assert max(row.margin for row in rows) <= 0 < max(row.margin for row in rows_alone)
+    assert not any(row.eligible for row in rows if row.scores[0]["mrr@10"] < 1)
+
+
+def test_a_baseline_run_of_other_queries_is_refused_in_one_line(backend, tmp_path):
+    output, dataset = _run(tmp_path, "a")
+    other, _ = _run(tmp_path, "b")
+    record = json.loads((other / "runs" / "on-test.jsonl").read_text().splitlines()[0])
+    (other / "runs" / "on-test.jsonl").write_text(json.dumps(record) + "\n")
+    app, _ = backend()
+    runner = app.test_cli_runner()
+    run = ["bench", "choose-fusion", "--run", f"{output}={dataset}"]
+    result = runner.invoke(args=[*run, "--baseline-run", str(other)])
+    assert result.exit_code == 2 and "its queries are not those of" in result.output, result.output
+    result = runner.invoke(args=[*run, "--baseline-run", str(output), "--baseline-run", str(output)])
+    assert result.exit_code == 2 and "one per --run" in result.output, result.output
+    result = runner.invoke(args=[*run, "--baseline-run", str(output)])
+    assert result.exit_code == 0 and "Chosen: " in result.output, result.output

@@ -17,6 +17,9 @@ docs/bench/FUSION.md:
    nDCG@10 gain over the first stage is at least 90% of the chosen setting's gain with everything
    judged, on every run; chosen: the smaller depth (ties: the first focus); none: depth 0 (judge every
    candidate).
+
+Step 10 (another score mode) is this same rule over that mode's runs, each given the matching run of
+today's mode (`load_run(..., baseline=...)`) so the baseline, and so every margin, stays today's.
 """
 
 from __future__ import annotations
@@ -47,12 +50,19 @@ class DevelopmentRun:
     name: str
     dataset: Dataset
     traces: dict[str, dict]  # qid -> candidate trace
+    # The same queries judged as today's default judges (rule step 10), when this run judged otherwise:
+    # the baseline is then replayed from these, so every mode is measured against one baseline.
+    baseline_traces: dict[str, dict] | None = None
 
     def score(self, rankings: dict[str, list[str]]) -> dict[str, float]:
         return evaluate(self.dataset.qrels, rankings, self.dataset.relevance_level)[1]
 
     def replayed(self, replay: Replay) -> dict[str, float]:
         return self.score({qid: fused_ranking(trace, replay, LIMIT) for qid, trace in self.traces.items()})
+
+    def baseline(self) -> dict[str, float]:
+        traces = self.baseline_traces or self.traces
+        return self.score({qid: fused_ranking(trace, BASELINE, LIMIT) for qid, trace in traces.items()})
 
     def first_stage(self) -> dict[str, float]:
         return self.score({qid: doc_ranking(trace["doc_ids"], range(len(trace["doc_ids"])))[:LIMIT]
@@ -67,17 +77,26 @@ class DevelopmentRun:
         return sum(counts) / len(counts), max(len(trace["doc_ids"]) for trace in self.traces.values())
 
 
-def load_run(output: Path, dataset: Path) -> DevelopmentRun:
-    """The traced records under `output`/runs (ValueError when it holds none)."""
+def load_run(output: Path, dataset: Path, baseline: Path | None = None) -> DevelopmentRun:
+    """The traced records under `output`/runs, and those under `baseline`/runs when given (ValueError when
+    either holds none, or when the two did not run the same queries)."""
+    traces = _traces(Path(output))
+    baseline_traces = _traces(Path(baseline)) if baseline is not None else None
+    if baseline_traces is not None and baseline_traces.keys() != traces.keys():
+        raise ValueError(f"{baseline}: its queries are not those of {output}")
+    return DevelopmentRun(Path(output).name, load_dataset(dataset, with_candidates=False), traces, baseline_traces)
+
+
+def _traces(output: Path) -> dict[str, dict]:
     traces = {}
-    for path in sorted((Path(output) / "runs").glob("on-*.jsonl")):
+    for path in sorted((output / "runs").glob("on-*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             if record.get("trace") and record["trace"].get("cosine") is not None:
                 traces[record["qid"]] = record["trace"]
     if not traces:
         raise ValueError(f"{output}: no traced reranked records (run `bench graph --output {output}` first)")
-    return DevelopmentRun(Path(output).name, load_dataset(dataset, with_candidates=False), traces)
+    return traces
 
 
 def lifts_a_lone_find(replay: Replay) -> bool:
@@ -108,7 +127,7 @@ class Row:
 def rank_settings(runs: Sequence[DevelopmentRun]) -> tuple[list[Row], dict]:
     """Every grid setting, the chosen first (rule steps 1-4), and the baselines per run."""
     baselines = {run.name: {"first stage": run.first_stage(), "cosine alone": run.cosine_alone(),
-                            "baseline": run.replayed(BASELINE)} for run in runs}
+                            "baseline": run.baseline()} for run in runs}
     rows = []
     for replay in grid():
         scores = tuple(run.replayed(replay) for run in runs)

@@ -14,21 +14,27 @@ from app.cli.bench import bench_group, require_bench_extras
 @bench_group.command("choose-fusion")
 @click.option("--run", "runs", multiple=True, required=True, metavar="OUTPUT=DATASET",
               help="a `bench graph --output` folder and its dataset folder; repeat for each development set")
+@click.option("--baseline-run", "baseline_runs", multiple=True, metavar="OUTPUT",
+              help="per --run, in the same order: a run of the same queries judged as today's default judges, "
+                   "from which the baseline is replayed (rule step 10: another score mode)")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="settings shown")
 @with_appcontext
-def choose_fusion_command(runs, top) -> None:
+def choose_fusion_command(runs, baseline_runs, top) -> None:
     """Replay a grid of three-signal fusions and cascade depths over stored runs and apply the rule."""
     require_bench_extras("choose-fusion")
     from app.bench.fusion_choice import load_run, report
 
+    if baseline_runs and len(baseline_runs) != len(runs):
+        raise click.BadParameter(f"{len(baseline_runs)} given for {len(runs)} --run: one per --run, in order",
+                                 param_hint="--baseline-run")
     loaded = []
-    for spec in runs:
+    for spec, baseline in zip(runs, baseline_runs or [None] * len(runs)):
         output, separator, dataset = spec.partition("=")
         if not separator or not Path(output).is_dir() or not Path(dataset).is_dir():
             raise click.BadParameter(f"{spec!r}: expected OUTPUT_FOLDER=DATASET_FOLDER, both existing",
                                      param_hint="--run")
         try:
-            loaded.append(load_run(Path(output), Path(dataset)))
+            loaded.append(load_run(Path(output), Path(dataset), Path(baseline) if baseline else None))
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--run") from None
     click.echo(report(loaded, top))
