@@ -57,12 +57,11 @@ class DevelopmentRun:
     def score(self, rankings: dict[str, list[str]]) -> dict[str, float]:
         return evaluate(self.dataset.qrels, rankings, self.dataset.relevance_level)[1]
 
-    def replayed(self, replay: Replay) -> dict[str, float]:
-        return self.score({qid: fused_ranking(trace, replay, LIMIT) for qid, trace in self.traces.items()})
+    def replayed(self, replay: Replay, traces: dict[str, dict] | None = None) -> dict[str, float]:
+        return self.score({qid: fused_ranking(trace, replay, LIMIT) for qid, trace in (traces or self.traces).items()})
 
     def baseline(self) -> dict[str, float]:
-        traces = self.baseline_traces or self.traces
-        return self.score({qid: fused_ranking(trace, BASELINE, LIMIT) for qid, trace in traces.items()})
+        return self.replayed(BASELINE, self.baseline_traces)
 
     def first_stage(self) -> dict[str, float]:
         return self.score({qid: doc_ranking(trace["doc_ids"], range(len(trace["doc_ids"])))[:LIMIT]
