@@ -129,6 +129,9 @@ def test_a_baseline_run_of_other_queries_is_refused_in_one_line(backend, tmp_pat
     run = ["bench", "choose-fusion", "--run", f"{output}={dataset}"]
     result = runner.invoke(args=[*run, "--baseline-run", str(other)])
     assert result.exit_code == 2 and "its queries are not those of" in result.output, result.output
+    assert "Invalid value for --baseline-run" in result.output, result.output
+    result = runner.invoke(args=[*run, "--baseline-run", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "--baseline-run" in result.output and "no such folder" in result.output
     result = runner.invoke(args=[*run, "--baseline-run", str(output), "--baseline-run", str(output)])
     assert result.exit_code == 2 and "one per --run" in result.output, result.output
     result = runner.invoke(args=[*run, "--baseline-run", str(output)])

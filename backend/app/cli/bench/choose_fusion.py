@@ -33,8 +33,11 @@ def choose_fusion_command(runs, baseline_runs, top) -> None:
         if not separator or not Path(output).is_dir() or not Path(dataset).is_dir():
             raise click.BadParameter(f"{spec!r}: expected OUTPUT_FOLDER=DATASET_FOLDER, both existing",
                                      param_hint="--run")
+        if baseline and not Path(baseline).is_dir():
+            raise click.BadParameter(f"{baseline!r}: no such folder", param_hint="--baseline-run")
         try:
             loaded.append(load_run(Path(output), Path(dataset), Path(baseline) if baseline else None))
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="--run") from None
+        except ValueError as error:  # its message opens with the folder it is about
+            about_baseline = bool(baseline) and str(error).startswith(f"{baseline}:")
+            raise click.BadParameter(str(error), param_hint="--baseline-run" if about_baseline else "--run") from None
     click.echo(report(loaded, top))
