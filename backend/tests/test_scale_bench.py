@@ -50,7 +50,8 @@ def test_on_neo4j_the_database_column_is_the_local_neo4j_jvm(tmp_path, monkeypat
     # A configured server is never written to: the served app starts its own Neo4j under its DATA_DIR.
     monkeypatch.setenv("GRAPH_BACKEND", "neo4j")
     monkeypatch.setenv("NEO4J_URI", "bolt://127.0.0.1:9")
-    result, out = _scale(tmp_path, "--sizes", "12", "--searches", "2")
+    data = tmp_path / "data"
+    result, out = _scale(tmp_path, "--sizes", "12", "--searches", "2", "--data-dir", str(data))
 
     assert result.exit_code == 0, result.output
     step = json.loads((out / "results.json").read_text())["steps"][0]
@@ -59,6 +60,15 @@ def test_on_neo4j_the_database_column_is_the_local_neo4j_jvm(tmp_path, monkeypat
     # The JVM's resident heap and page cache, not a stray small process: FalkorDB holds ~10 MiB here.
     assert step["memory"]["database_rss_mib"] > 100, step["memory"]
     assert "| Neo4j RSS |" in (out / "results.md").read_text()
+
+    # The kept graph's index on its own Neo4j (NEO4J_URI unset, as the graph was stored): the index ranks
+    # quantized vectors, and its scores are on the exact score's scale, a little off it.
+    monkeypatch.delenv("NEO4J_URI")
+    done = _vector_recall("--data-dir", str(data), "--queries", "3", "--output", str(tmp_path / "recall.json"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads((tmp_path / "recall.json").read_text())["rows"][0]
+    assert row["mean"] == 1.0 and 0 <= row["index_score_error"] < 0.02, row
+    assert f"its exact score: {row['index_score_error']}" in done.stdout
 
 
 def test_facts_can_share_their_sensors_so_a_fact_adds_one_text_not_two(tmp_path):
@@ -148,6 +158,7 @@ def test_a_kept_graph_gives_the_index_recall_for_each_over_ask(tmp_path):
     # Asked for 8 hits per fact wanted, the index finds nearly all of the exact nearest 20 of 60 facts.
     assert rows[1]["mean"] >= 0.95 and rows[1]["mean"] >= rows[0]["mean"], rows
     assert f"| 8 | {rows[1]['mean']:.4f} ({rows[1]['min']:.2f}) |" in done.stdout
+    assert rows[0]["index_score_error"] is None and "exact score" not in done.stdout  # FalkorDB's are exact
 
 
 def test_vector_recall_on_a_graph_that_is_not_there_says_so_in_one_line(tmp_path):

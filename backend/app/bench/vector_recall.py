@@ -5,7 +5,9 @@ For each query: the query's vector from the app's embedder, the `k` facts neares
 exact cosine over every fact of the graph, and the `k` the index answers (app/graph/vector_index.py,
 the same call graph search makes); recall is the share of the exact ones the index also answers.
 `recall_by_overfetch` repeats the index's half for several over-asks (hits asked per fact wanted) and
-times it: asking, deduplicating and reading the kept facts, as a search does.
+times it: asking, deduplicating and reading the kept facts, as a search does. On Neo4j, whose index
+ranks quantized vectors, it also gives the largest gap between the index's score of a hit and its
+exact score (what NEO4J_SCORE_ERROR in app/graph/vector_index.py must cover).
 `recall_beside(app, ...)` runs it in a child process with the served app's environment, over that
 app's DATA_DIR after the app has stopped, so both read the same stored vectors with the same settings.
 """
@@ -21,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 
@@ -31,11 +34,15 @@ from app.graph.runtime import GraphitiAdapter, embedding_dimension, reset_graphi
 from app.graph.search import fact_closeness
 from app.graph.search_hook import exact
 from app.graph.store import graph_exists
-from app.graph.vector_index import default_overfetch, ensure_vector_index, index_state, nearest_facts
+from app.graph.vector_index import NEO4J_INDEX, default_overfetch, ensure_vector_index, index_state, nearest_facts
 from app.rerank import embed_query
 
 
 RECALL_TIMEOUT_S = 1800
+SCORE_ERROR_HITS = 400  # hits per query over which the index's scores are compared with the exact ones
+NEO4J_SCORES_QUERY = (
+    "CALL db.index.vector.queryRelationships($name, $k, $vector) YIELD relationship AS e, score "
+    "RETURN score, vector.similarity.cosine(e.fact_embedding, $vector) AS exact")
 
 
 def recall_beside(env: dict[str, str], data_dir: Path, graph_id: str, queries: list[str], k: int = 20) -> dict[str, Any]:
@@ -75,7 +82,9 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
         vectors = [run_on_loop(embed_query(runtime.graphiti.embedder, query), timeout=600) for query in queries]
         plain = exact(driver)
         wanted = [run_on_loop(_exact_nearest(plain, vector, graph_id, k), timeout=600) for vector in vectors]
-        return [_figures(driver, vectors, wanted, graph_id, k, overfetch) for overfetch in overfetches]
+        score_error = run_on_loop(index_score_error(plain, vectors), timeout=600)
+        return [{**_figures(driver, vectors, wanted, graph_id, k, overfetch), "index_score_error": score_error}
+                for overfetch in overfetches]
     finally:
         reset_graphiti()
 
@@ -85,6 +94,19 @@ async def index_built(driver, dimension: int) -> None:
     await ensure_vector_index(driver, dimension)
     while await index_state(driver) != "ready":
         await asyncio.sleep(0.5)
+
+
+async def index_score_error(driver, vectors: list[list[float]]) -> float | None:
+    """Neo4j: the largest gap between the index's score of a hit and its exact score, over the first
+    SCORE_ERROR_HITS hits of each vector (every graph's). None on FalkorDB, whose index scores are exact."""
+    if driver.provider != GraphProvider.NEO4J:
+        return None
+    gaps = [0.0]
+    for vector in vectors:
+        records, _, _ = await driver.execute_query(NEO4J_SCORES_QUERY, name=NEO4J_INDEX, k=SCORE_ERROR_HITS,
+                                                   vector=vector)
+        gaps.extend(abs(record["score"] - record["exact"]) for record in records)
+    return round(max(gaps), 5)
 
 
 def _figures(driver, vectors, wanted, graph_id: str, k: int, overfetch: int | None) -> dict[str, Any]:

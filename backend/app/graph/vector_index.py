@@ -13,8 +13,10 @@ search, and any similarity search with filters or endpoints, to the hook it exte
   back and more could.
 - Neo4j: one index holds every graph's facts. The nearest facts of other graphs take slots, so the
   index is asked for more than `limit` (OVERFETCH times, doubled while the graph's facts fall short
-  and more could qualify, up to MAX_ASKED), then filtered by group_id. A graph that still falls short
-  is answered by the exact path, never with facts missing.
+  and more could qualify, up to MAX_ASKED), then filtered by group_id. The index ranks quantized
+  vectors, so the hits are scored again exactly, and the search also asks for more while a fact left
+  out could still score above the cut. A graph that still falls short is answered by the exact path,
+  never with facts missing.
 
 A graph with fewer than GRAPH_VECTOR_INDEX_MIN_FACTS facts answers from the exact path: there the scan
 costs no more than the index and is exact. On Neo4j the one index is created at start. On FalkorDB a
@@ -47,7 +49,10 @@ from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
 logger = logging.getLogger(__name__)
 
 NEO4J_INDEX = "fact_embedding_vectors"
-OVERFETCH = 4  # Neo4j: first ask for this many times `limit`
+# Neo4j: first ask for 8 times `limit`. Over 10,000 near-duplicate facts the 20th nearest lies within
+# NEO4J_SCORE_ERROR of the 80th hit, so asking 4 times took a second query (p50 63-78 ms against 41-50 ms
+# for one query of 8 times; docs/bench/SCALE.md).
+OVERFETCH = 8
 # FalkorDB: first ask for 8 times `limit`. FalkorDB 1.4.1 holds each fact twice in a relationship vector
 # index it rebuilt while loading a graph from disk, and answers k hits as k/2 distinct facts; facts
 # written since count once (measured: after a restart, k=20 gave 10 facts, k=40 the exact top 20).
@@ -75,6 +80,11 @@ NEO4J_STATE_QUERY = "SHOW INDEXES YIELD name, state WHERE name = $name RETURN st
 NEO4J_NEAREST_QUERY = (
     "CALL db.index.vector.queryRelationships($name, $k, $vector) YIELD relationship AS e "
     "RETURN e.uuid AS uuid, e.group_id AS group_id, vector.similarity.cosine(e.fact_embedding, $vector) AS score")
+# How far a fact the index left out can score above the lowest hit it answered (exact scores, on
+# Graphiti's [0, 1] scale): while the graph's limit-th fact is not further than this above the lowest hit,
+# the search asks for more. Over near-duplicate facts of several graphs the index's scores were up to
+# 0.0031 off the exact ones, so one fact can outrank another by at most twice that (docs/bench/SCALE.md).
+NEO4J_SCORE_ERROR = 0.0062
 
 
 def create_query(provider: GraphProvider, dimension: int) -> str:
@@ -175,9 +185,10 @@ async def nearest_facts(driver, vector: list[float], limit: int, min_score: floa
 
 
 async def _nearest_uuids(driver, vector, limit, min_score, group_ids, overfetch) -> list[str] | None:
-    """Asks the index for more than `limit` and doubles while too few of the graph's facts come back
-    and more could: on FalkorDB a reloaded graph's facts each take two of the index's hits; on Neo4j
-    other graphs' facts take slots. None: the index cannot tell without reading too much."""
+    """Asks the index for more than `limit` and doubles while the cut is not settled: on FalkorDB while
+    a reloaded graph's facts, each taking two of the index's hits, fall short; on Neo4j while other
+    graphs' facts take the slots, or a fact left out could still belong above the cut. None: the index
+    cannot tell without reading too much."""
     falkordb = driver.provider == GraphProvider.FALKORDB
     asked, answered_before = limit * (overfetch or default_overfetch(driver)), -1
     while True:
@@ -186,15 +197,29 @@ async def _nearest_uuids(driver, vector, limit, min_score, group_ids, overfetch)
         else:
             records, _, _ = await driver.execute_query(NEO4J_NEAREST_QUERY, name=NEO4J_INDEX, k=asked, vector=vector)
         records = sorted(records, key=lambda record: -record["score"])
-        qualifying = [record for record in records if record["score"] >= min_score]
-        kept = list(dict.fromkeys(record["uuid"] for record in qualifying
-                                  if falkordb or group_ids is None or record["group_id"] in group_ids))
-        # Enough of the graph's own, or nothing further down could qualify, or the index has no more
-        # (Neo4j answers fewer than asked; FalkorDB, whose answer is deduplicated, no more than before).
+        own = {}  # uuid -> score, nearest first, deduplicated
+        for record in records:
+            if record["score"] >= min_score and (falkordb or group_ids is None or record["group_id"] in group_ids):
+                own.setdefault(record["uuid"], record["score"])
+        kept = list(own)
+        # The index has no more (Neo4j answers fewer than asked; FalkorDB, whose answer is deduplicated,
+        # no more than before), or nothing it left out could still reach the cut.
         exhausted = len(records) == answered_before or (not falkordb and len(records) < asked)
-        if len(kept) >= limit or len(qualifying) < len(records) or exhausted:
+        if exhausted or _cut_settled(records, list(own.values()), limit, min_score, falkordb):
             return kept[:limit]
         if asked >= MAX_ASKED:
             logger.debug("Vector index: %d of the graph's facts in %d hits asked; exact path", len(kept), asked)
             return None
         asked, answered_before = min(asked * 2, MAX_ASKED), len(records)
+
+
+def _cut_settled(records, own_scores: list[float], limit: int, min_score: float, falkordb: bool) -> bool:
+    """Whether no fact the index left out can score above the cut: the limit-th of the graph's facts
+    held, or `min_score` while fewer are held. FalkorDB's index scores are exact (its misses are the
+    HNSW search's, which asking more only makes rarer); Neo4j's rank quantized vectors, so a fact left
+    out may score up to NEO4J_SCORE_ERROR above the lowest hit."""
+    if not records or (falkordb and len(own_scores) >= limit):
+        return True
+    cut = own_scores[limit - 1] if len(own_scores) >= limit else min_score
+    reach = records[-1]["score"] + (0.0 if falkordb else NEO4J_SCORE_ERROR)
+    return reach < cut

@@ -50,3 +50,5 @@ def vector_recall_command(data_dir, graph_id, overfetch, queries, k, output):
     for row in rows:
         click.echo(f"| {row['overfetch']} | {row['mean']:.4f} ({row['min']:.2f}) | {row['as_near_as_exact']:.4f} | "
                    f"{row['index_search_ms_p50']} / {row['index_search_ms_p95']} ms |")
+    if rows[0]["index_score_error"] is not None:
+        click.echo(f"Largest gap between the index's score of a hit and its exact score: {rows[0]['index_score_error']}")
