@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 NEO4J_INDEX = "fact_embedding_vectors"
 # Neo4j: first ask for 8 times `limit`. Over 10,000 near-duplicate facts the 20th nearest lies within
-# NEO4J_SCORE_ERROR of the 80th hit, so asking 4 times took a second query (p50 63-78 ms against 41-50 ms
+# NEO4J_SCORE_ERROR of the 80th hit, so asking 4 times took a second query (p50 67-77 ms against 43-46 ms
 # for one query of 8 times; docs/bench/SCALE.md).
 OVERFETCH = 8
 # FalkorDB: first ask for 8 times `limit`. FalkorDB 1.4.1 holds each fact twice in a relationship vector
