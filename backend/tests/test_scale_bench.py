@@ -123,8 +123,9 @@ def test_with_the_vector_index_each_size_is_also_searched_exactly_and_its_recall
 
 
 def test_a_stand_in_embedder_can_take_the_models_place(tmp_path):
+    data = tmp_path / "data"
     result, out = _scale(tmp_path, "--sizes", "30", "--sensors", "3", "--searches", "2", "--vector-index",
-                         "--stand-in-embedder")
+                         "--stand-in-embedder", "--data-dir", str(data))
 
     assert result.exit_code == 0, result.output
     report = json.loads((out / "results.json").read_text())
@@ -134,10 +135,20 @@ def test_a_stand_in_embedder_can_take_the_models_place(tmp_path):
     assert report["stand_in_embedded_texts"] >= 30 + 13 + 2 + 2 + 40, report["stand_in_embedded_texts"]
     assert report["options"]["stand_in_embedder"] is True and "embedder_env" not in report["options"]
 
+    # The kept graph's recall, its queries embedded by the same stand-in: the configured embedder is never asked.
+    nowhere = {"EMBEDDING_PROVIDER": "openai", "EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1", "EMBEDDING_MODEL": "m"}
+    args = ("--data-dir", str(data), "--overfetch", "8", "--queries", "4", "--output", str(tmp_path / "recall.json"))
+    refused = _vector_recall(*args, **nowhere)
+    assert refused.returncode == 1 and "http://127.0.0.1:9/v1/embeddings stopped answering" in refused.stderr
+    done = _vector_recall(*args, "--stand-in-embedder", **nowhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads((tmp_path / "recall.json").read_text())["rows"][0]
+    assert row["queries"] == 4 and row["mean"] >= 0.95, row
 
-def _vector_recall(*args: str) -> subprocess.CompletedProcess:
+
+def _vector_recall(*args: str, **settings: str) -> subprocess.CompletedProcess:
     """`flask bench vector-recall` in its own process, as a user runs it: it starts the stored graph's database."""
-    env = {**os.environ, "DOTENV_PATH": os.devnull, "EMBEDDING_PROVIDER": "local", "LOG_LEVEL": "WARNING"}
+    env = {**os.environ, "DOTENV_PATH": os.devnull, "EMBEDDING_PROVIDER": "local", "LOG_LEVEL": "WARNING", **settings}
     return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "vector-recall", *args],
                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
 

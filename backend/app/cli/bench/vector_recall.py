@@ -4,12 +4,15 @@ already stored (app/bench/vector_recall.py)."""
 from __future__ import annotations
 
 import json
+import os
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
 from app.bench.load_run import synthetic_queries
 from app.bench.scale import GRAPH_ID as SCALE_GRAPH_ID
+from app.bench.stand_in_embedder import StandInEmbedder
 from app.bench.vector_recall import recall_by_overfetch
 from app.cli.bench import bench_group, command_line, run_facts
 
@@ -32,16 +35,21 @@ def _factors(text: str) -> list[int | None]:
 @click.option("--queries", type=click.IntRange(min=1), default=40, show_default=True,
               help="how many of bench scale's search queries")
 @click.option("--k", type=click.IntRange(min=1), default=20, show_default=True, help="facts wanted per query")
+@click.option("--stand-in-embedder", is_flag=True,
+              help="embed the queries with bench scale's stand-in, for a graph it filled with --stand-in-embedder")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="also write the JSON here")
-def vector_recall_command(data_dir, graph_id, overfetch, queries, k, output):
+def vector_recall_command(data_dir, graph_id, overfetch, queries, k, stand_in_embedder, output):
     """recall@k of the vector index against the exact cosine, and its search p50/p95, per over-ask. The app's
     settings (EMBEDDING_PROVIDER above all) must be those the graph was stored with; the app must be stopped."""
     factors = _factors(overfetch)
     texts = (synthetic_queries() * (queries // len(synthetic_queries()) + 1))[:queries]
-    try:
-        rows = recall_by_overfetch(data_dir, graph_id, texts, k, factors)
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
+    with StandInEmbedder() if stand_in_embedder else nullcontext() as stand_in:
+        if stand_in is not None:  # this process's settings are read from the environment
+            os.environ.update(stand_in.env)
+        try:
+            rows = recall_by_overfetch(data_dir, graph_id, texts, k, factors)
+        except ValueError as error:
+            raise click.ClickException(str(error)) from None
     report = {**run_facts(), "command": command_line(), "graph_id": graph_id, "rows": rows}
     if output is not None:
         output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
