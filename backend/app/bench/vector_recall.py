@@ -7,7 +7,7 @@ the same call graph search makes); recall is the share of the exact ones the ind
 `recall_by_overfetch` repeats the index's half for several over-asks (hits asked per fact wanted) and
 times it: asking, deduplicating and reading the kept facts, as a search does. On Neo4j, whose index
 ranks quantized vectors, it also gives the largest gap between the index's score of a hit and its
-exact score (what NEO4J_SCORE_ERROR in app/graph/vector_index.py must cover).
+exact score (the error app/graph/vector_index.py's search reads from each answer).
 `recall_beside(app, ...)` runs it in a child process with the served app's environment, over that
 app's DATA_DIR after the app has stopped, so both read the same stored vectors with the same settings.
 """
@@ -34,15 +34,13 @@ from app.graph.runtime import GraphitiAdapter, embedding_dimension, reset_graphi
 from app.graph.search import fact_closeness
 from app.graph.search_hook import exact
 from app.graph.store import graph_exists
-from app.graph.vector_index import NEO4J_INDEX, default_overfetch, ensure_vector_index, index_state, nearest_facts
+from app.graph.vector_index import (NEO4J_INDEX, NEO4J_NEAREST_QUERY, default_overfetch, ensure_vector_index,
+                                    index_state, nearest_facts)
 from app.rerank import embed_query
 
 
 RECALL_TIMEOUT_S = 1800
 SCORE_ERROR_HITS = 400  # hits per query over which the index's scores are compared with the exact ones
-NEO4J_SCORES_QUERY = (
-    "CALL db.index.vector.queryRelationships($name, $k, $vector) YIELD relationship AS e, score "
-    "RETURN score, vector.similarity.cosine(e.fact_embedding, $vector) AS exact")
 
 
 def recall_beside(env: dict[str, str], data_dir: Path, graph_id: str, queries: list[str], k: int = 20) -> dict[str, Any]:
@@ -103,9 +101,9 @@ async def index_score_error(driver, vectors: list[list[float]]) -> float | None:
         return None
     gaps = [0.0]
     for vector in vectors:
-        records, _, _ = await driver.execute_query(NEO4J_SCORES_QUERY, name=NEO4J_INDEX, k=SCORE_ERROR_HITS,
+        records, _, _ = await driver.execute_query(NEO4J_NEAREST_QUERY, name=NEO4J_INDEX, k=SCORE_ERROR_HITS,
                                                    vector=vector)
-        gaps.extend(abs(record["score"] - record["exact"]) for record in records)
+        gaps.extend(abs(record["index_score"] - record["score"]) for record in records)
     return round(max(gaps), 5)
 
 

@@ -49,10 +49,7 @@ from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
 logger = logging.getLogger(__name__)
 
 NEO4J_INDEX = "fact_embedding_vectors"
-# Neo4j: first ask for 8 times `limit`. Over 10,000 near-duplicate facts the 20th nearest lies within
-# NEO4J_SCORE_ERROR of the 80th hit, so asking 4 times took a second query (p50 67-77 ms against 43-46 ms
-# for one query of 8 times; docs/bench/SCALE.md).
-OVERFETCH = 8
+OVERFETCH = 4  # Neo4j: first ask for this many times `limit`
 # FalkorDB: first ask for 8 times `limit`. FalkorDB 1.4.1 holds each fact twice in a relationship vector
 # index it rebuilt while loading a graph from disk, and answers k hits as k/2 distinct facts; facts
 # written since count once (measured: after a restart, k=20 gave 10 facts, k=40 the exact top 20).
@@ -76,15 +73,17 @@ NEO4J_STATE_QUERY = "SHOW INDEXES YIELD name, state WHERE name = $name RETURN st
 # Neo4j's index answers scores computed on the quantized vectors it holds, which reorder facts whose cosines
 # differ by less than about 0.001 (over 10,000 near-duplicate facts 7% of the exact top 20 fell out at the cut,
 # however many hits were asked). The hits are scored again with the stored vector, by the function
-# Graphiti's exact path uses, so the cut falls where the exact path puts it.
+# Graphiti's exact path uses, so the cut falls where the exact path puts it; the index's own score comes too.
 NEO4J_NEAREST_QUERY = (
-    "CALL db.index.vector.queryRelationships($name, $k, $vector) YIELD relationship AS e "
-    "RETURN e.uuid AS uuid, e.group_id AS group_id, vector.similarity.cosine(e.fact_embedding, $vector) AS score")
-# How far a fact the index left out can score above the lowest hit it answered (exact scores, on
-# Graphiti's [0, 1] scale): while the graph's limit-th fact is not further than this above the lowest hit,
-# the search asks for more. Over near-duplicate facts of several graphs the index's scores were up to
-# 0.0031 off the exact ones, so one fact can outrank another by at most twice that (docs/bench/SCALE.md).
-NEO4J_SCORE_ERROR = 0.0062
+    "CALL db.index.vector.queryRelationships($name, $k, $vector) YIELD relationship AS e, score AS index_score "
+    "RETURN e.uuid AS uuid, e.group_id AS group_id, index_score, "
+    "vector.similarity.cosine(e.fact_embedding, $vector) AS score")
+# A fact Neo4j's index left out has an index score no higher than its lowest hit's, and an exact score off its
+# index score by about as much as the hits' are: the search asks for more while that lowest index score plus
+# this many times the hits' largest error reaches the cut. The error depends on the vectors (up to 0.0031 over
+# crowded near-duplicates of real embeddings, 0.0071 over the bench's stand-in vectors; docs/bench/SCALE.md),
+# so it is read from each answer rather than fixed.
+NEO4J_ERROR_FACTOR = 2.0
 
 
 def create_query(provider: GraphProvider, dimension: int) -> str:
@@ -216,10 +215,11 @@ async def _nearest_uuids(driver, vector, limit, min_score, group_ids, overfetch)
 def _cut_settled(records, own_scores: list[float], limit: int, min_score: float, falkordb: bool) -> bool:
     """Whether no fact the index left out can score above the cut: the limit-th of the graph's facts
     held, or `min_score` while fewer are held. FalkorDB's index scores are exact (its misses are the
-    HNSW search's, which asking more only makes rarer); Neo4j's rank quantized vectors, so a fact left
-    out may score up to NEO4J_SCORE_ERROR above the lowest hit."""
+    HNSW search's, which asking more only makes rarer); Neo4j's rank quantized vectors (NEO4J_ERROR_FACTOR)."""
     if not records or (falkordb and len(own_scores) >= limit):
         return True
     cut = own_scores[limit - 1] if len(own_scores) >= limit else min_score
-    reach = records[-1]["score"] + (0.0 if falkordb else NEO4J_SCORE_ERROR)
-    return reach < cut
+    if falkordb:
+        return records[-1]["score"] < cut
+    error = max(abs(record["index_score"] - record["score"]) for record in records)
+    return min(record["index_score"] for record in records) + NEO4J_ERROR_FACTOR * error < cut
