@@ -76,13 +76,22 @@ class DevelopmentRun:
         return sum(counts) / len(counts), max(len(trace["doc_ids"]) for trace in self.traces.values())
 
 
+class BaselineRunError(ValueError):
+    """The baseline run given to `load_run` holds no traced records, or ran other queries."""
+
+
 def load_run(output: Path, dataset: Path, baseline: Path | None = None) -> DevelopmentRun:
     """The traced records under `output`/runs, and those under `baseline`/runs when given (ValueError when
-    either holds none, or when the two did not run the same queries)."""
+    `output` holds none; BaselineRunError when `baseline` holds none or did not run the same queries)."""
     traces = _traces(Path(output))
-    baseline_traces = _traces(Path(baseline)) if baseline is not None else None
-    if baseline_traces is not None and baseline_traces.keys() != traces.keys():
-        raise ValueError(f"{baseline}: its queries are not those of {output}")
+    baseline_traces = None
+    if baseline is not None:
+        try:
+            baseline_traces = _traces(Path(baseline))
+        except ValueError as error:
+            raise BaselineRunError(str(error)) from None
+        if baseline_traces.keys() != traces.keys():
+            raise BaselineRunError(f"{baseline}: its queries are not those of {output}")
     return DevelopmentRun(Path(output).name, load_dataset(dataset, with_candidates=False), traces, baseline_traces)
 
 

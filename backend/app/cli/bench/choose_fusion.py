@@ -22,7 +22,7 @@ from app.cli.bench import bench_group, require_bench_extras
 def choose_fusion_command(runs, baseline_runs, top) -> None:
     """Replay a grid of three-signal fusions and cascade depths over stored runs and apply the rule."""
     require_bench_extras("choose-fusion")
-    from app.bench.fusion_choice import load_run, report
+    from app.bench.fusion_choice import BaselineRunError, load_run, report
 
     if baseline_runs and len(baseline_runs) != len(runs):
         raise click.BadParameter(f"{len(baseline_runs)} given for {len(runs)} --run: one per --run, in order",
@@ -37,7 +37,8 @@ def choose_fusion_command(runs, baseline_runs, top) -> None:
             raise click.BadParameter(f"{baseline!r}: no such folder", param_hint="--baseline-run")
         try:
             loaded.append(load_run(Path(output), Path(dataset), Path(baseline) if baseline else None))
-        except ValueError as error:  # its message opens with the folder it is about
-            about_baseline = bool(baseline) and str(error).startswith(f"{baseline}:")
-            raise click.BadParameter(str(error), param_hint="--baseline-run" if about_baseline else "--run") from None
+        except BaselineRunError as error:
+            raise click.BadParameter(str(error), param_hint="--baseline-run") from None
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--run") from None
     click.echo(report(loaded, top))
