@@ -136,3 +136,53 @@ def test_a_baseline_run_of_other_queries_is_refused_in_one_line(backend, tmp_pat
     assert result.exit_code == 2 and "one per --run" in result.output, result.output
     result = runner.invoke(args=[*run, "--baseline-run", str(output)])
     assert result.exit_code == 0 and "Chosen: " in result.output, result.output
+
+
+def _write_run(tmp_path, name, traces, relevant):
+    """A run folder of these traces (qid -> trace) and its dataset: one relevant doc per query."""
+    dataset, output = tmp_path / f"{name}-data", tmp_path / name
+    (output / "runs").mkdir(parents=True)
+    dataset.mkdir()
+    (dataset / "queries.tsv").write_text("".join(f"{qid}\tquestion {qid}\n" for qid in traces))
+    (dataset / "qrels.txt").write_text("".join(f"{qid} 0 {doc} 1\n" for qid, doc in relevant.items()))
+    (output / "runs" / "on-test.jsonl").write_text(
+        "".join(json.dumps({"qid": qid, "trace": trace}) + "\n" for qid, trace in traces.items()))
+    return output, dataset
+
+
+def test_a_wider_pool_judges_the_cheap_orders_first_and_meets_the_cosine_over_either_pool(backend, tmp_path):
+    # Today's pool is the first 6 of a wider pool of 12. q0's relevant fact is 9th in the first stage (only
+    # the wide pool holds it) and first by cosine; q1's and q2's is first in the first stage, but 7th by
+    # cosine behind six facts only the wide pool holds. The judge knows every relevant fact (0.95 against 0.1).
+    wide, narrow, relevant = {}, {}, {}
+    shapes = [(8, [0.3] * 8 + [0.9] + [0.3] * 3)] + [(0, [0.5] + [0.2] * 5 + [0.8] * 6)] * 2
+    for q, (place, cosine) in enumerate(shapes):
+        docs = [f"q{q}d{i}" for i in range(12)]
+        relevant[f"q{q}"] = docs[place]
+        evidence = [0.95 if i == place else 0.1 for i in range(12)]
+        wide[f"q{q}"] = _trace(docs, cosine, evidence)
+        narrow[f"q{q}"] = _trace(docs[:6], cosine[:6], evidence[:6])
+    wide_out, dataset = _write_run(tmp_path, "wide", wide, relevant)
+    narrow_out, _ = _write_run(tmp_path, "narrow", narrow, relevant)
+    measured = load_run(wide_out, dataset, baseline=narrow_out)
+    # The cosine alone: q0 1st, q1 and q2 7th over the wide pool; missed, 1st and 1st over today's. Today's wins.
+    over_wide, over_narrow = load_run(wide_out, dataset).cosine_alone(), load_run(narrow_out, dataset).cosine_alone()
+    assert over_narrow["ndcg@10"] > over_wide["ndcg@10"] and measured.cosine_alone() == over_narrow
+    assert load_run(narrow_out, dataset, baseline=wide_out).cosine_alone() == over_narrow  # either way round
+    # Every setting judges the cheap order's first 6 only: with the cosine alone as the cheap order, q1's
+    # and q2's relevant fact is 7th there, never judged, and stays 7th; judged whole, the judge lifts it.
+    rows, baselines = rank_settings([measured], judge_depth=6)
+    assert {row.replay.depth for row in rows} == {6}
+    by_setting = {row.replay: row.scores[0] for row in rows}
+    cosine_led = Replay("linear", 0.7, cosine_weight=0.3, depth=6)
+    assert by_setting[cosine_led] == measured.replayed(cosine_led)
+    judged_whole = measured.replayed(Replay("linear", 0.7, cosine_weight=0.3))
+    assert by_setting[cosine_led]["mrr@10"] < judged_whole["mrr@10"] == 1
+    # The cascade step weighs depths under the judged 6 only; the command takes the depth as an option.
+    chosen = rows[0].replay
+    _, table = choose_cascade([measured], chosen, baselines)
+    assert {each.depth for each, _, _ in table} == {4, 5}
+    app, _ = backend()
+    result = app.test_cli_runner().invoke(args=["bench", "choose-fusion", "--run", f"{wide_out}={dataset}",
+                                                "--baseline-run", str(narrow_out), "--judge-depth", "6"])
+    assert result.exit_code == 0 and ", judge 6 |" in result.output, result.output

@@ -20,6 +20,9 @@ docs/bench/FUSION.md:
 
 Step 10 (another score mode) is this same rule over that mode's runs, each given the matching run of
 today's mode (`load_run(..., baseline=...)`) so the baseline, and so every margin, stays today's.
+Step 12 (a wider pool) is the rule over runs that judged a wider pool whole, with every setting replayed
+as a cascade that judges only the cheap order's first `judge_depth` (`rank_settings(..., judge_depth)`):
+as many judge calls as the baseline makes on today's pool.
 """
 
 from __future__ import annotations
@@ -68,7 +71,11 @@ class DevelopmentRun:
                            for qid, trace in self.traces.items()})
 
     def cosine_alone(self) -> dict[str, float]:
-        return self.score({qid: cosine_ranking(trace, LIMIT) for qid, trace in self.traces.items()})
+        """The cosine's order alone over this run's candidates, or over the baseline run's where that scores
+        higher: a wider pool is measured against the cosine over either pool."""
+        pools = [self.traces] + ([self.baseline_traces] if self.baseline_traces else [])
+        scores = [self.score({qid: cosine_ranking(trace, LIMIT) for qid, trace in traces.items()}) for traces in pools]
+        return max(scores, key=lambda score: score["ndcg@10"])
 
     def sure_stop_mean(self, replay: Replay) -> tuple[float, int]:
         """Judgements per query a stop sure of its answer would need (`sure_stop`), and the candidates."""
@@ -119,8 +126,9 @@ def lifts_a_lone_find(replay: Replay) -> bool:
     return fused[0].position == count - 1
 
 
-def grid() -> list[Replay]:
-    return [Replay(method, judge / 10, cosine_weight=cosine / 10)
+def grid(judge_depth: int = 0) -> list[Replay]:
+    """Rule step 1's settings; with `judge_depth`, each judging the cheap order's first that many only."""
+    return [Replay(method, judge / 10, cosine_weight=cosine / 10, depth=judge_depth)
             for method in METHODS for judge in range(1, 11) for cosine in range(0, 11 - judge)]
 
 
@@ -132,12 +140,13 @@ class Row:
     eligible: bool
 
 
-def rank_settings(runs: Sequence[DevelopmentRun]) -> tuple[list[Row], dict]:
-    """Every grid setting, the chosen first (rule steps 1-4), and the baselines per run."""
+def rank_settings(runs: Sequence[DevelopmentRun], judge_depth: int = 0) -> tuple[list[Row], dict]:
+    """Every grid setting (judging the cheap order's first `judge_depth`, 0: all), the chosen first (rule
+    steps 1-4), and the baselines per run."""
     baselines = {run.name: {"first stage": run.first_stage(), "cosine alone": run.cosine_alone(),
                             "baseline": run.baseline()} for run in runs}
     rows = []
-    for replay in grid():
+    for replay in grid(judge_depth):
         scores = tuple(run.replayed(replay) for run in runs)
         margins = [score["ndcg@10"] - max(baselines[run.name]["baseline"]["ndcg@10"],
                                           baselines[run.name]["cosine alone"]["ndcg@10"])
@@ -155,7 +164,7 @@ def choose_cascade(runs: Sequence[DevelopmentRun], chosen: Replay, baselines: di
     full = [run.replayed(chosen)["ndcg@10"] for run in runs]
     table = []
     for focus in RERANKER_JUDGE_FOCI:
-        for depth in DEPTHS:
+        for depth in (depth for depth in DEPTHS if not chosen.depth or depth < chosen.depth):
             cascade = replace(chosen, depth=depth, focus=focus)
             scores = [run.replayed(cascade) for run in runs]
             shares = [(score["ndcg@10"] - baselines[run.name]["first stage"]["ndcg@10"])
@@ -167,8 +176,8 @@ def choose_cascade(runs: Sequence[DevelopmentRun], chosen: Replay, baselines: di
     return best, table
 
 
-def report(runs: Sequence[DevelopmentRun], top: int = 10) -> str:
-    rows, baselines = rank_settings(runs)
+def report(runs: Sequence[DevelopmentRun], top: int = 10, judge_depth: int = 0) -> str:
+    rows, baselines = rank_settings(runs, judge_depth)
     chosen = rows[0].replay
     cascade, cascades = choose_cascade(runs, chosen, baselines)
     names = [run.name for run in runs]

@@ -17,9 +17,12 @@ from app.cli.bench import bench_group, require_bench_extras
 @click.option("--baseline-run", "baseline_runs", multiple=True, metavar="OUTPUT",
               help="per --run, in the same order: a run of the same queries judged as today's default judges, "
                    "from which the baseline is replayed (rule step 10: another score mode)")
+@click.option("--judge-depth", type=click.IntRange(min=0), default=0, show_default=True,
+              help="every setting judges only the cheap order's first N candidates (RERANKER_JUDGE_DEPTH; rule "
+                   "step 12: runs that judged a wider pool whole); 0: every candidate")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="settings shown")
 @with_appcontext
-def choose_fusion_command(runs, baseline_runs, top) -> None:
+def choose_fusion_command(runs, baseline_runs, judge_depth, top) -> None:
     """Replay a grid of three-signal fusions and cascade depths over stored runs and apply the rule."""
     require_bench_extras("choose-fusion")
     from app.bench.fusion_choice import BaselineRunError, load_run, report
@@ -41,4 +44,4 @@ def choose_fusion_command(runs, baseline_runs, top) -> None:
             raise click.BadParameter(str(error), param_hint="--baseline-run") from None
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--run") from None
-    click.echo(report(loaded, top))
+    click.echo(report(loaded, top, judge_depth))
