@@ -140,8 +140,11 @@ def test_a_stand_in_embedder_can_take_the_models_place(tmp_path):
     args = ("--data-dir", str(data), "--overfetch", "8", "--queries", "4", "--output", str(tmp_path / "recall.json"))
     refused = _vector_recall(*args, **nowhere)
     assert refused.returncode == 1 and "http://127.0.0.1:9/v1/embeddings stopped answering" in refused.stderr
-    done = _vector_recall(*args, "--stand-in-embedder", **nowhere)
+    # A configured reranker is not built either: the index alone is measured, so nothing is warmed up.
+    done = _vector_recall(*args, "--stand-in-embedder", **nowhere, RERANKER_PROVIDER="ollama",
+                          RERANKER_BASE_URL="http://127.0.0.1:9/v1", LOG_LEVEL="INFO")
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "reranker=none" in done.stderr and "warming up" not in done.stderr, done.stderr[-2000:]
     row = json.loads((tmp_path / "recall.json").read_text())["rows"][0]
     assert row["queries"] == 4 and row["mean"] >= 0.95, row
 

@@ -69,7 +69,8 @@ def recall_by_overfetch(data_dir: Path, graph_id: str, queries: list[str], k: in
     """`index_recall`'s figures for each over-ask (None: the one search uses), with the index search's
     p50 / p95 in ms (ask, dedupe, read the facts; after a warm-up of three queries). The exact nearest
     facts are computed once."""
-    config = replace(Config.from_env(), data_dir=data_dir, graph_vector_index=True)
+    # The index alone is measured: no reranker is built, so none is warmed up against a server.
+    config = replace(Config.from_env(), data_dir=data_dir, graph_vector_index=True, reranker_provider="none")
     runtime = GraphitiAdapter(config).runtime
     try:
         if not run_on_loop(graph_exists(runtime, graph_id), timeout=600):
