@@ -186,3 +186,24 @@ def test_a_wider_pool_judges_the_cheap_orders_first_and_meets_the_cosine_over_ei
     result = app.test_cli_runner().invoke(args=["bench", "choose-fusion", "--run", f"{wide_out}={dataset}",
                                                 "--baseline-run", str(narrow_out), "--judge-depth", "6"])
     assert result.exit_code == 0 and ", judge 6 |" in result.output, result.output
+
+
+def test_log_odds_tell_apart_judgements_near_one_end_that_the_probability_squeezes(backend, tmp_path):
+    # The decoy is judged 0.05, the relevant fact 0.02 and the rest 0.001; only the cosine prefers the relevant
+    # one. Min-max over probabilities puts it at 0.39 of the judge's span, below the decoy by more than the
+    # cosine's share makes up; over log-odds at 0.76 (odds of 1 to 19 and 1 to 49, both far above the rest's
+    # 1 to 999), and linear, judge 0.7, cosine 0.3 puts it first.
+    trace = _trace(["decoy", "rel", "o1", "o2"], [0.0, 1.0, 0.5, 0.5], [0.05, 0.02, 0.001, 0.001])
+    output, dataset = _write_run(tmp_path, "run", {"q0": trace}, {"q0": "rel"})
+    setting = Replay("linear", 0.7, cosine_weight=0.3)
+    as_stored, as_log_odds = load_run(output, dataset), load_run(output, dataset, log_odds=True)
+    assert as_stored.replayed(setting)["mrr@10"] == 0.5 and as_log_odds.replayed(setting)["mrr@10"] == 1.0
+    # The yardstick stays the stored probabilities; a judge's own order (and so rank fusion) does not move.
+    assert as_log_odds.baseline() == as_stored.baseline()
+    for same in (Replay("none", 1.0), Replay("rrf", 0.6, cosine_weight=0.2)):
+        assert as_log_odds.replayed(same) == as_stored.replayed(same)
+    assert json.loads((output / "runs" / "on-test.jsonl").read_text())["trace"]["evidence"][0] == 0.05
+    app, _ = backend()
+    result = app.test_cli_runner().invoke(args=["bench", "choose-fusion", "--run", f"{output}={dataset}",
+                                                "--judge-log-odds"])
+    assert result.exit_code == 0 and "Chosen: " in result.output, result.output

@@ -20,6 +20,7 @@ docs/bench/FUSION.md:
 
 Step 10 (another score mode) is this same rule over that mode's runs, each given the matching run of
 today's mode (`load_run(..., baseline=...)`) so the baseline, and so every margin, stays today's.
+Step 13 reads the judge's probabilities as log-odds (`load_run(..., log_odds=True)`) against the same baseline.
 Step 12 (a wider pool) is the rule over runs that judged a wider pool whole, with every setting replayed
 as a cascade that judges only the cheap order's first `judge_depth` (`rank_settings(..., judge_depth)`):
 as many judge calls as the baseline makes on today's pool.
@@ -28,6 +29,7 @@ as many judge calls as the baseline makes on today's pool.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +45,7 @@ METHODS = ("rrf", "linear", "zscore")  # grid order: equal margins and judge sha
 DEPTHS = (4, 5, 6, 8, 10, 12)
 GAIN_SHARE = 0.9
 LIMIT = 10
+LOG_ODDS_EDGE = 1e-6  # the nearest a probability read as log-odds comes to 0 or 1 (rule step 13)
 LONE_FIND_CANDIDATES = 20  # a search's judged candidates in the lone-find check (rule step 9)
 
 
@@ -87,11 +90,17 @@ class BaselineRunError(ValueError):
     """The baseline run given to `load_run` holds no traced records, or ran other queries."""
 
 
-def load_run(output: Path, dataset: Path, baseline: Path | None = None) -> DevelopmentRun:
+def load_run(output: Path, dataset: Path, baseline: Path | None = None, *, log_odds: bool = False) -> DevelopmentRun:
     """The traced records under `output`/runs, and those under `baseline`/runs when given (ValueError when
-    `output` holds none; BaselineRunError when `baseline` holds none or did not run the same queries)."""
+    `output` holds none; BaselineRunError when `baseline` holds none or did not run the same queries).
+    `log_odds` (rule step 13): the judge's probabilities in `output`'s records read as log-odds; the baseline
+    still reads them as stored (`baseline`'s, or else `output`'s own)."""
     traces = _traces(Path(output))
-    baseline_traces = None
+    baseline_traces = traces if log_odds else None
+    if log_odds:
+        traces = {qid: {**trace, "evidence": [None if value is None else _log_odds(value)
+                                              for value in trace["evidence"]]}
+                  for qid, trace in traces.items()}
     if baseline is not None:
         try:
             baseline_traces = _traces(Path(baseline))
@@ -100,6 +109,12 @@ def load_run(output: Path, dataset: Path, baseline: Path | None = None) -> Devel
         if baseline_traces.keys() != traces.keys():
             raise BaselineRunError(f"{baseline}: its queries are not those of {output}")
     return DevelopmentRun(Path(output).name, load_dataset(dataset, with_candidates=False), traces, baseline_traces)
+
+
+def _log_odds(probability: float) -> float:
+    """log(p / (1 - p)), with p kept off 0 and 1 by LOG_ODDS_EDGE so a certain judgement stays finite."""
+    p = min(max(probability, LOG_ODDS_EDGE), 1.0 - LOG_ODDS_EDGE)
+    return math.log(p / (1.0 - p))
 
 
 def _traces(output: Path) -> dict[str, dict]:

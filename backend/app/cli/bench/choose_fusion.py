@@ -20,9 +20,12 @@ from app.cli.bench import bench_group, require_bench_extras
 @click.option("--judge-depth", type=click.IntRange(min=0), default=0, show_default=True,
               help="every setting judges only the cheap order's first N candidates (RERANKER_JUDGE_DEPTH; rule "
                    "step 12: runs that judged a wider pool whole); 0: every candidate")
+@click.option("--judge-log-odds", is_flag=True,
+              help="read each --run's judge probabilities as log-odds, log(p / (1 - p)) (rule step 13); "
+                   "the --baseline-run's stay as stored")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="settings shown")
 @with_appcontext
-def choose_fusion_command(runs, baseline_runs, judge_depth, top) -> None:
+def choose_fusion_command(runs, baseline_runs, judge_depth, judge_log_odds, top) -> None:
     """Replay a grid of three-signal fusions and cascade depths over stored runs and apply the rule."""
     require_bench_extras("choose-fusion")
     from app.bench.fusion_choice import BaselineRunError, load_run, report
@@ -39,7 +42,8 @@ def choose_fusion_command(runs, baseline_runs, judge_depth, top) -> None:
         if baseline and not Path(baseline).is_dir():
             raise click.BadParameter(f"{baseline!r}: no such folder", param_hint="--baseline-run")
         try:
-            loaded.append(load_run(Path(output), Path(dataset), Path(baseline) if baseline else None))
+            loaded.append(load_run(Path(output), Path(dataset), Path(baseline) if baseline else None,
+                                   log_odds=judge_log_odds))
         except BaselineRunError as error:
             raise click.BadParameter(str(error), param_hint="--baseline-run") from None
         except ValueError as error:
