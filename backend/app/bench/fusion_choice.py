@@ -20,10 +20,10 @@ docs/bench/FUSION.md:
 
 Step 10 (another score mode) is this same rule over that mode's runs, each given the matching run of
 today's mode (`load_run(..., baseline=...)`) so the baseline, and so every margin, stays today's.
-Step 13 reads the judge's probabilities as log-odds (`load_run(..., log_odds=True)`) against the same baseline.
 Step 12 (a wider pool) is the rule over runs that judged a wider pool whole, with every setting replayed
 as a cascade that judges only the cheap order's first `judge_depth` (`rank_settings(..., judge_depth)`):
-as many judge calls as the baseline makes on today's pool.
+as many judge calls as the baseline makes on today's pool. Step 13 reads the judge's probabilities as
+log-odds (`load_run(..., log_odds=True)`) against the same baseline.
 """
 
 from __future__ import annotations
