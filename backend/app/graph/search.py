@@ -244,6 +244,13 @@ async def _entity_names(driver, uuids: set[str]) -> dict[str, str]:
     return {node.uuid: node.name for node in nodes}
 
 
+def judged_fact(edge: EntityEdge, names: dict[str, str], context: str = "none") -> str:
+    """What the judge reads of a fact (RERANKER_FACT_CONTEXT): its sentence, or with `source` the sentence
+    after the name of the entity it starts from. The answer always holds the fact as stored."""
+    name = names.get(edge.source_node_uuid) if context == "source" else None
+    return f"{name}: {edge.fact}" if name else edge.fact
+
+
 def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
     attributes = edge.attributes or {}
     return {key: value for key, value in attributes.items() if not key.endswith("_embedding")}
@@ -314,12 +321,13 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
     edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
-    (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
-        _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
+    names = await _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)})
+    (edge_order, edge_trace), (node_order, node_trace) = await asyncio.gather(
+        _order(runtime.reranker, enabled, config, query,
+               [judged_fact(edge, names, config.reranker_fact_context) for edge in first.edges],
                [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
                [{} for _ in first.nodes], node_scores, limit),
-        _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),
     )
     rerank_ms = (time.perf_counter() - started) * 1000 - first_stage_ms
     judgements = [trace.judgement for trace in (edge_trace, node_trace) if trace.judgement.candidates]
