@@ -17,7 +17,7 @@ FACTS = [
 QUERY = "who resigned from the Harbor water board"
 
 
-def _search(backend, scripted_llm, **settings) -> tuple[dict, list[str]]:
+def _search(backend, scripted_llm, **settings) -> tuple[str, dict, list[str]]:
     gid = unique_graph_id()
     graph = GraphitiAdapter().graph
     graph.create(gid)
@@ -27,21 +27,24 @@ def _search(backend, scripted_llm, **settings) -> tuple[dict, list[str]]:
                      RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5, **settings)
     body = api.post(f"/api/graph/{gid}/search", json={"query": QUERY, "limit": 2}).get_json()
     sent = [ChatRequest(index=i, body=request, headers={}).passage for i, request in enumerate(scripted_llm.requests)]
-    return body, sent
+    return gid, body, sent
 
 
 def test_the_judge_reads_a_fact_after_its_source_entity_and_the_answer_keeps_the_fact(backend, scripted_llm, client):
-    body, sent = _search(backend, scripted_llm, RERANKER_FACT_CONTEXT="source")
+    gid, body, sent = _search(backend, scripted_llm, RERANKER_FACT_CONTEXT="source")
 
     assert sorted(sent) == sorted(f"{fact['source']}: {fact['fact']}" for fact in FACTS)
     # The judge's verdict on the named fact leads; the answer holds the facts as stored, with their entities.
     first = body["edges"][0]
     assert body["reranked"] is True and first["fact"] == FACTS[1]["fact"] and first["source"] == "Tom Akers"
     assert {edge["fact"] for edge in body["edges"]} == {fact["fact"] for fact in FACTS}
+    # What a benchmark replays from keeps the facts as stored: their cosine is the stored vectors'.
+    trace = GraphitiAdapter().graph.search(gid, QUERY, limit=2).trace["edges"]
+    assert sorted(trace.passages) == sorted(fact["fact"] for fact in FACTS)
 
 
 def test_by_default_the_judge_reads_the_fact_alone(backend, scripted_llm, client):
-    body, sent = _search(backend, scripted_llm)
+    _, body, sent = _search(backend, scripted_llm)
 
     assert sorted(sent) == sorted(fact["fact"] for fact in FACTS)
     assert body["reranked"] is True and {edge["rerank_score"] for edge in body["edges"]} == {0.1}

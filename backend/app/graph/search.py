@@ -258,10 +258,12 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
 
 async def _order(reranker, enabled: bool, config: Config, query: str, passages: list[str],
                  metadata: list[dict[str, Any]], first_scores: list[float], cut: int,
-                 cosine: list[float] | None = None) -> tuple[list[Fused], RerankTrace]:
+                 cosine: list[float] | None = None, judged_texts: list[str] | None = None,
+                 ) -> tuple[list[Fused], RerankTrace]:
     """The fused order of one candidate list, and what it was made from. With RERANKER_JUDGE_DEPTH the
     judge reads only some candidates of the cheap order (first stage and cosine; RERANKER_JUDGE_FOCUS
-    says which, `cut` is how many the answer returns); the rest keep that order."""
+    says which, `cut` is how many the answer returns); the rest keep that order. The judge reads
+    `judged_texts` where given (RERANKER_FACT_CONTEXT), else the `passages` as stored, which the trace keeps."""
     judgement = Judgement(len(passages))
     fusion = {"method": config.reranker_fusion, "weight": config.reranker_fusion_weight,
               "cosine": cosine, "cosine_weight": config.reranker_cosine_weight}
@@ -270,7 +272,7 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
         only = (cascade_positions(cheap_order(first_scores, **fusion), depth, cut, config.reranker_judge_focus,
                                   cosine) if depth else None)
         try:
-            judgement = await judge_positions(reranker, query, passages, only=only)
+            judgement = await judge_positions(reranker, query, judged_texts or passages, only=only)
         except Exception as error:  # the reranker should never raise; a search must still answer
             logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
             judgement = fallback_judgement(len(passages))
@@ -323,9 +325,9 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
     names = await _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)})
     (edge_order, edge_trace), (node_order, node_trace) = await asyncio.gather(
-        _order(runtime.reranker, enabled, config, query,
-               [judged_fact(edge, names, config.reranker_fact_context) for edge in first.edges],
-               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine),
+        _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
+               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine,
+               judged_texts=[judged_fact(edge, names, config.reranker_fact_context) for edge in first.edges]),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
                [{} for _ in first.nodes], node_scores, limit),
     )
