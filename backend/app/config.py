@@ -34,8 +34,6 @@ MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr
 RERANKER_FUSIONS = ("none", "rrf", "linear", "zscore")
 # Which candidates a cascade asks the judge about (app/rerank/fusion.py `cascade_positions`).
 RERANKER_JUDGE_FOCI = ("top", "cut", "disagree")
-# What the judge reads of a graph fact besides its sentence (app/graph/search.py `judged_fact`).
-RERANKER_FACT_CONTEXTS = ("none", "source")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
@@ -199,9 +197,6 @@ class Config:
     # Which N: `top`, the cheap order's first N; `cut`, the N around the answer's cut (its limit), which
     # decide what makes the answer, while the cheap order's clear leaders keep their places.
     reranker_judge_focus: str = "top"
-    # `source`: the judge reads a graph fact after the name of the entity it starts from ("<name>: <fact>"),
-    # for sentences that lean on it ("He resigned in 2019"); `none`: the sentence alone.
-    reranker_fact_context: str = "none"
     reranker_cache_size: int = 4096
     reranker_candidates: int = 2
     reranker_max_tokens: int = 16
@@ -346,8 +341,6 @@ class Config:
             reranker_cosine_weight=_float("RERANKER_COSINE_WEIGHT", cls.reranker_cosine_weight, 0, 1),
             reranker_judge_depth=_int("RERANKER_JUDGE_DEPTH", cls.reranker_judge_depth, 0),
             reranker_judge_focus=_choice("RERANKER_JUDGE_FOCUS", cls.reranker_judge_focus, RERANKER_JUDGE_FOCI),
-            reranker_fact_context=_choice("RERANKER_FACT_CONTEXT", cls.reranker_fact_context,
-                                          RERANKER_FACT_CONTEXTS),
             reranker_cache_size=_int("RERANKER_CACHE_SIZE", cls.reranker_cache_size, 0),
             reranker_candidates=_int("RERANKER_CANDIDATES", cls.reranker_candidates, 1),
             reranker_max_tokens=_int("RERANKER_MAX_TOKENS", cls.reranker_max_tokens, 1),

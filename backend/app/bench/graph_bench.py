@@ -291,8 +291,6 @@ def live_settings(on: Config) -> dict:
              if value}  # only when set, so runs stored before these settings existed keep their key
     if on.reranker_judge_depth and on.reranker_judge_focus != "top":
         cheap["focus"] = on.reranker_judge_focus
-    if on.reranker_fact_context != "none":
-        cheap["fact_context"] = on.reranker_fact_context
     return dict(fusion=on.reranker_fusion, weight=on.reranker_fusion_weight, budget=on.reranker_budget_s,
                 trace=TRACE_VERSION, **cheap)
 

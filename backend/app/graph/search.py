@@ -244,13 +244,6 @@ async def _entity_names(driver, uuids: set[str]) -> dict[str, str]:
     return {node.uuid: node.name for node in nodes}
 
 
-def judged_fact(edge: EntityEdge, names: dict[str, str], context: str = "none") -> str:
-    """What the judge reads of a fact (RERANKER_FACT_CONTEXT): its sentence, or with `source` the sentence
-    after the name of the entity it starts from. The answer always holds the fact as stored."""
-    name = names.get(edge.source_node_uuid) if context == "source" else None
-    return f"{name}: {edge.fact}" if name else edge.fact
-
-
 def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
     attributes = edge.attributes or {}
     return {key: value for key, value in attributes.items() if not key.endswith("_embedding")}
@@ -258,12 +251,10 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
 
 async def _order(reranker, enabled: bool, config: Config, query: str, passages: list[str],
                  metadata: list[dict[str, Any]], first_scores: list[float], cut: int,
-                 cosine: list[float] | None = None, judged_texts: list[str] | None = None,
-                 ) -> tuple[list[Fused], RerankTrace]:
+                 cosine: list[float] | None = None) -> tuple[list[Fused], RerankTrace]:
     """The fused order of one candidate list, and what it was made from. With RERANKER_JUDGE_DEPTH the
     judge reads only some candidates of the cheap order (first stage and cosine; RERANKER_JUDGE_FOCUS
-    says which, `cut` is how many the answer returns); the rest keep that order. The judge reads
-    `judged_texts` where given (RERANKER_FACT_CONTEXT), else the `passages` as stored, which the trace keeps."""
+    says which, `cut` is how many the answer returns); the rest keep that order."""
     judgement = Judgement(len(passages))
     fusion = {"method": config.reranker_fusion, "weight": config.reranker_fusion_weight,
               "cosine": cosine, "cosine_weight": config.reranker_cosine_weight}
@@ -272,7 +263,7 @@ async def _order(reranker, enabled: bool, config: Config, query: str, passages: 
         only = (cascade_positions(cheap_order(first_scores, **fusion), depth, cut, config.reranker_judge_focus,
                                   cosine) if depth else None)
         try:
-            judgement = await judge_positions(reranker, query, judged_texts or passages, only=only)
+            judgement = await judge_positions(reranker, query, passages, only=only)
         except Exception as error:  # the reranker should never raise; a search must still answer
             logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
             judgement = fallback_judgement(len(passages))
@@ -323,13 +314,12 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
     edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
-    names = await _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)})
-    (edge_order, edge_trace), (node_order, node_trace) = await asyncio.gather(
+    (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
         _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
-               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine,
-               judged_texts=[judged_fact(edge, names, config.reranker_fact_context) for edge in first.edges]),
+               [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
                [{} for _ in first.nodes], node_scores, limit),
+        _entity_names(driver, {u for e in first.edges for u in (e.source_node_uuid, e.target_node_uuid)}),
     )
     rerank_ms = (time.perf_counter() - started) * 1000 - first_stage_ms
     judgements = [trace.judgement for trace in (edge_trace, node_trace) if trace.judgement.candidates]
