@@ -19,8 +19,8 @@ import pytest
 from app import create_app
 from app.bench.datasets import DatasetError
 from app.cli.bench import bench_group, expected_failure
+from app.graph.server_process import free_port
 from app.graph.unavailable import GraphUnavailableError
-from tests.support.local_llm_fixtures import free_loopback_port
 from tests.support.scripted_llm import ScriptedLLMServer, unused_base_url
 
 BACKEND = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def _make_bench_line(args: str) -> str:
 def _env_without_embedder(tmp_path: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("EMBEDDING_")}
     # An embedding server that is not there: only the in-process embedder gets past the check.
-    env.update(EMBEDDING_BASE_URL=unused_base_url(), LOCAL_LLM_PORT=str(free_loopback_port()),
+    env.update(EMBEDDING_BASE_URL=unused_base_url(), LOCAL_LLM_PORT=str(free_port()),
                DATA_DIR=str(tmp_path / "data"))
     return env
 
@@ -111,7 +111,7 @@ def test_the_bench_defaults_follow_the_local_model_server_only_while_it_runs(tmp
     env.update(DATA_DIR=str(tmp_path), LOCAL_LLM_MODEL="qwen2.5-coder-1.5b")
     wrapped = [sys.executable, "-m", "app.cli.stack_env", "bench", "--", sys.executable, "-c", _PRINT_ENV]
 
-    env["LOCAL_LLM_PORT"] = str(free_loopback_port())
+    env["LOCAL_LLM_PORT"] = str(free_port())
     idle = subprocess.run(wrapped, cwd=BACKEND, env=env, capture_output=True, text=True, timeout=60)
     assert idle.returncode == 0, idle.stderr
     assert json.loads(idle.stdout) == {"EMBEDDING_PROVIDER": "local", "RERANKER_BASE_URL": None,

@@ -22,10 +22,10 @@ from app.config import Config
 from app.demo.sample_graph import load_questions
 from app.demo.side_by_side import SEPARATOR, Column, render_question
 from app.graph.search import EdgeHit
+from app.graph.server_process import free_port
 from app.local_llm import server_status
 from app.local_llm.server import server_files
 from tests.conftest import unique_graph_id
-from tests.support.local_llm_fixtures import free_loopback_port
 from tests.support.scripted_llm import ScriptedLLMServer, always, judge, server_error, unused_base_url
 
 BACKEND = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ LIFECYCLE_MODEL = "qwen2.5-coder-0.5b"
 
 @pytest.mark.local_model
 def test_a_failing_demo_stops_the_model_server_it_started(backend):
-    app, _ = backend(LOCAL_LLM_PORT=free_loopback_port(), LOCAL_LLM_MODEL=LIFECYCLE_MODEL,
+    app, _ = backend(LOCAL_LLM_PORT=free_port(), LOCAL_LLM_MODEL=LIFECYCLE_MODEL,
                      RERANKER_BASE_URL=unused_base_url())
     config = app.config["APP_CONFIG"]
     result, output = _run_demo(app, "--graph-id", "not a graph id!")  # fails after the server started
@@ -171,7 +171,7 @@ def test_a_failing_demo_stops_the_model_server_it_started(backend):
 
 @pytest.mark.local_model
 def test_ctrl_c_stops_everything_the_demo_started(tmp_path):
-    port = free_loopback_port()
+    port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RERANKER_", "LLM_"))}
     env.update(DATA_DIR=str(tmp_path), LOCAL_LLM_PORT=str(port), LOCAL_LLM_MODEL=LIFECYCLE_MODEL,
                RERANKER_BASE_URL=unused_base_url(), PYTHONUNBUFFERED="1")

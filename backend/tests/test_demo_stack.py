@@ -11,7 +11,7 @@ from pathlib import Path
 from app.cli.stack_env import apply_to_config, stack_defaults, unset_only
 from app.config import Config
 from app.demo.reranker_endpoint import find_configured_server, serves_model
-from tests.support.local_llm_fixtures import free_loopback_port
+from app.graph.server_process import free_port
 from tests.support.scripted_llm import ScriptedLLMServer, unused_base_url
 
 BACKEND = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def test_the_make_wrapper_fills_in_defaults_and_runs_the_command(tmp_path):
 
 def test_serve_wrapper_without_a_local_server_keeps_the_configured_reranker(tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RERANKER_", "LLM_"))}
-    env.update(LOCAL_LLM_PORT=str(free_loopback_port()), DATA_DIR=str(tmp_path),
+    env.update(LOCAL_LLM_PORT=str(free_port()), DATA_DIR=str(tmp_path),
                RERANKER_PROVIDER="ollama", RERANKER_BASE_URL="http://ollama.internal:11434/v1")
     done = subprocess.run(
         [sys.executable, "-m", "app.cli.stack_env", "serve", "--", sys.executable, "-c", _PRINT_ENV],

@@ -11,9 +11,9 @@ from app.config import Config
 from app.graph import runtime as graphiti_adapter
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, _get_graphiti, reset_graphiti
+from app.graph.server_process import free_port
 from app.graph.unavailable import GraphUnavailableError
 from tests.conftest import unique_graph_id
-from tests.support.app_process import free_port
 from tests.support.facts import WATER_FACTS
 
 

@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 from app.config import Config
+from app.graph.server_process import free_port
 from app.local_llm import LocalServerError, ensure_server, server_status, stop_server
 from app.local_llm.server import PROBE_TIMEOUT_S, cpu_flags, server_command, server_files
-from tests.support.local_llm_fixtures import free_loopback_port
 
 
 # Generous: the shared test server serves one request at a time, other sessions' included.
@@ -184,7 +184,7 @@ def test_a_server_in_the_middle_of_a_long_request_counts_as_ready_and_is_not_res
 @pytest.mark.local_model
 def test_a_second_server_on_another_port_starts_and_stops(local_llm, local_llm_config):
     # Its own port, so the session's shared server keeps running for the other tests.
-    config = dataclasses.replace(local_llm_config, local_llm_port=free_loopback_port())
+    config = dataclasses.replace(local_llm_config, local_llm_port=free_port())
     url = ensure_server(config)
     try:
         pid = server_status(config).pid
@@ -268,7 +268,7 @@ def test_a_server_with_the_configured_model_but_no_pid_record_is_used_unmanaged(
 
 
 def test_a_stale_pid_record_never_signals_an_unrelated_process(tmp_path):
-    config = config_on(free_loopback_port(), tmp_path)
+    config = config_on(free_port(), tmp_path)
     files = server_files(config)
     files.directory.mkdir(parents=True)
     decoy = subprocess.Popen(["sleep", "60"])  # alive, but not a llama-server

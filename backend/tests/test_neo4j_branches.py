@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -31,6 +30,7 @@ from app.config import Config
 from app.graph import neo4j_delete, unavailable
 from app.graph import runtime as graph_runtime
 from app.graph.loop import run_on_loop
+from app.graph.server_process import free_port
 from app.graph.shared_fulltext import first_stage_factor, first_stage_factor_for, index_tokens
 from tests.support.facts import WATER_FACTS
 from tests.support.recording_neo4j import RecordingNeo4jDriver, ScriptedNeo4j, edge_row, node_row
@@ -198,12 +198,6 @@ def _shares(scoped: tuple[str, ...], graph_id: str) -> bool:
 
 # --- a failed start ------------------------------------------------------------------------------
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _loop_tasks() -> int:
     async def count():
         return len(asyncio.all_tasks())
@@ -230,7 +224,7 @@ def failing_start(monkeypatch, backend):
 
 def test_a_neo4j_that_does_not_answer_gets_a_clear_503_and_leaks_nothing(failing_start, backend, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG, logger="neo4j")
-    _, client = backend(GRAPH_BACKEND="neo4j", NEO4J_URI=f"bolt://127.0.0.1:{_closed_port()}")
+    _, client = backend(GRAPH_BACKEND="neo4j", NEO4J_URI=f"bolt://127.0.0.1:{free_port()}")
     before = _loop_tasks()
     first = client.get("/api/graph")
     assert first.status_code == 503 and first.headers["Retry-After"] == "5"

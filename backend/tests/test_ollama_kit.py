@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.config import DEFAULT_CONTEXT_TOKENS, Config
+from app.graph.server_process import free_port
 from app.local_llm.ollama import (
     CHATML_TEMPLATE, OllamaError, ensure_ollama, model_name, modelfile_text, ollama_files, ollama_status,
     server_environment,
@@ -22,7 +23,6 @@ from app.local_llm.ollama_build import (
     OLLAMA_VERSION, OllamaInstallError, binary_path, compiler_flags, ensure_ollama_installed, fetch_headers,
     flags_record, is_installed,
 )
-from tests.support.local_llm_fixtures import free_loopback_port
 
 BACKEND = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ def test_a_port_held_by_another_server_is_reported_and_never_taken(scripted_llm,
 
 
 def test_status_on_a_free_port_says_stopped_and_exits_3(tmp_path):
-    port = free_loopback_port()
+    port = free_port()
     result = subprocess.run([sys.executable, "-m", "app.local_llm", "ollama", "status", "--port", str(port)],
                             cwd=BACKEND, capture_output=True, text=True, env={**os.environ, "DATA_DIR": str(tmp_path)})
     assert result.returncode == 3, result.stderr

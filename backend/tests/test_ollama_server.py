@@ -27,6 +27,7 @@ import pytest
 
 from app.config import DEFAULT_CONTEXT_TOKENS, Config
 from app.graph.runtime import GraphitiAdapter
+from app.graph.server_process import free_port
 from app.local_llm.ollama import (
     CHATML_TEMPLATE, base_url, ensure_ollama, ollama_files, ollama_status, server_url, stop_ollama,
 )
@@ -36,7 +37,6 @@ from app.rerank.judge import TOP_LOGPROBS
 from app.rerank.judge_prompt import GRADES, NO_WORD, YES_WORD, build_judge_messages
 from app.rerank.score_parsing import expected_grade, normalise_token, yes_probability
 from tests.conftest import unique_graph_id
-from tests.support.local_llm_fixtures import free_loopback_port
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ def test_a_model_ollama_lacks_is_named_in_the_warning_and_in_health(backend, loc
 def own_ollama(ollama_config: Config, directory, **settings):
     """An Ollama of a test's own (a free port, its own state folder) that serves the shared one's imported
     model, so stopping or unloading it touches no other test's server. Yields its settings; stops it after."""
-    config = dataclasses.replace(ollama_config, ollama_local_port=free_loopback_port(), data_dir=directory,
+    config = dataclasses.replace(ollama_config, ollama_local_port=free_port(), data_dir=directory,
                                  **settings)
     shared, own = ollama_files(ollama_config), ollama_files(config)
     own.directory.mkdir(parents=True)

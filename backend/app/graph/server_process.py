@@ -1,6 +1,7 @@
 """What the graph servers the app runs itself (the embedded FalkorDB, the local Neo4j) share: a child
-that dies with the thread that started it, a free loopback port, and stopping a server, whether this
-process started it or a crashed app left it holding the data files."""
+that dies with the thread that started it, a free loopback port and the check that the server
+answering on it is the one started for it, and stopping a server, whether this process started it
+or a crashed app left it holding the data files."""
 
 from __future__ import annotations
 
@@ -27,10 +28,69 @@ def die_with_parent() -> None:
         pass
 
 
+# What redis-server, waitress and the JVM print when the port they were given is bound already.
+PORT_TAKEN_MESSAGE = "Address already in use"
+PORT_TRIES = 3  # how many ports a start chooses before it gives up
+
+
+class PortTakenError(RuntimeError):
+    """Another process bound the port chosen for a server before the server itself could."""
+
+
 def free_port() -> int:
+    """A loopback port nobody listens on right now. Nothing holds it until the server binds it, and
+    another process can take it in between: a start confirms that the server answering there is
+    its own (a PID the server reports, or `listens_on`) and chooses again if it is not."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a listening TCP socket on `port` (False once it is gone)."""
+    try:
+        return any(listening == port for _, listening in listening_addresses(pid))
+    except OSError:
+        return False
+
+
+def listening_addresses(pid: int) -> set[tuple[str, int]]:
+    """(ip, port) of the TCP sockets the process listens on, read from /proc (IPv4 and IPv6)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, width in (("tcp", 8), ("tcp6", 32)):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # 0A: LISTEN
+                address, port = local.split(":")
+                found.add((_ip(address, width), int(port, 16)))
+    return found
+
+
+def _ip(hex_address: str, width: int) -> str:
+    raw = bytes.fromhex(hex_address)
+    if width == 8:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    return socket.inet_ntop(socket.AF_INET6, words)
+
+
+def printed_since(log_path: Path, offset: int, text: str) -> bool:
+    """Whether `text` appears in the log after byte `offset` (where this start began writing)."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(offset)
+            return text.encode() in log.read()
+    except OSError:
+        return False
 
 
 class ChildServer:

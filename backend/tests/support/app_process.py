@@ -11,22 +11,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-BACKEND_DIR = Path(__file__).resolve().parents[2]
+from app.bench.load_run import BACKEND_DIR, ServedApp
+from app.graph.server_process import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+__all__ = ["BACKEND_DIR", "AppProcess", "call", "wait_gone"]
 
 
 def call(url: str, method: str = "GET", body: Any = None, headers: dict[str, str] | None = None,
@@ -42,12 +37,14 @@ def call(url: str, method: str = "GET", body: Any = None, headers: dict[str, str
         return error.code, json.loads(error.read() or b"null")
 
 
-class AppProcess:
-    """`flask --app app serve` in its own process on a free port, with its own DATA_DIR."""
+class AppProcess(ServedApp):
+    """`flask --app app serve` in its own process on a free port, with its own DATA_DIR, started as the
+    bench starts it; unlike the bench's, it keeps FALKORDB_URL, NEO4J_URI and HOST when the test gives them."""
 
     def __init__(self, data_dir: Path, log_path: Path, **env: str) -> None:
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
+        self.threads = 8
         self.port = free_port()
         self.env = {**os.environ, "DOTENV_PATH": os.devnull, "DATA_DIR": str(self.data_dir),
                     "PORT": str(self.port), "EMBEDDING_PROVIDER": "local", "RERANKER_PROVIDER": "none",
@@ -60,24 +57,10 @@ class AppProcess:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def start(self, ready_timeout_s: float = 120) -> "AppProcess":
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "app", "serve", "--threads", "8"],
-            cwd=BACKEND_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the app exited with {self.process.returncode}; log:\n{self.log_tail()}")
-            try:
-                if call(self.url("/health"), timeout=2)[0] == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"the app did not answer within {ready_timeout_s}s; log:\n{self.log_tail()}")
+        return super().start(timeout_s=ready_timeout_s)
+
+    def where_to_look(self) -> str:
+        return f"log:\n{self.log_tail()}"
 
     def falkordb_pid(self) -> int:
         return int((self.data_dir / "falkordb" / "redis.pid").read_text().strip())
@@ -87,15 +70,6 @@ class AppProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.kill_hard()
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -122,32 +96,3 @@ def wait_gone(pid: int, timeout_s: float = 10) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-def listening_addresses(pid: int) -> set[tuple[str, int]]:
-    """(ip, port) of the TCP sockets the process listens on, read from /proc (IPv4 and IPv6)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    found = set()
-    for table, width in (("tcp", 8), ("tcp6", 32)):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == "0A" and inode in inodes:  # 0A: LISTEN
-                address, port = local.split(":")
-                found.add((_ip(address, width), int(port, 16)))
-    return found
-
-
-def _ip(hex_address: str, width: int) -> str:
-    raw = bytes.fromhex(hex_address)
-    if width == 8:
-        return socket.inet_ntop(socket.AF_INET, raw[::-1])
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-    return socket.inet_ntop(socket.AF_INET6, words)

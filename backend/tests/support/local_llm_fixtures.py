@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,13 +36,6 @@ from tests.support.server_leases import ServerLeases
 
 TEST_PORT_BASE = 18088
 SHARED_STATE_DIR = Path(tempfile.gettempdir()) / f"mirofish-local-llm-tests-{os.getuid()}"
-
-
-def free_loopback_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def shared_server_config(config: Config) -> Config:
