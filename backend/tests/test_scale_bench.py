@@ -16,9 +16,24 @@ from app.cli.bench import bench_group
 
 
 def _scale(tmp_path, *args: str):
-    result = CliRunner().invoke(bench_group, ["scale", "--output", str(tmp_path / "out"), *args],
-                                catch_exceptions=False)
+    """The command's result and output folder; the data folder is under tmp_path unless given, so that
+    a failure's message carries the app's and the database's own logs."""
+    if "--data-dir" not in args:
+        args = (*args, "--data-dir", str(tmp_path / "data"))
+    try:
+        result = CliRunner().invoke(bench_group, ["scale", "--output", str(tmp_path / "out"), *args],
+                                    catch_exceptions=False)
+    except Exception as error:
+        raise AssertionError(f"{type(error).__name__}: {error}\n{_log_tails(tmp_path)}") from error
+    if result.exit_code != 0:
+        print(_log_tails(tmp_path))  # shown beside the failed assertion on the exit code
     return result, tmp_path / "out"
+
+
+def _log_tails(tmp_path, lines: int = 30) -> str:
+    logs = sorted((tmp_path / "out" / "logs").glob("*.log")) + sorted(tmp_path.glob("**/redis.log"))
+    return "\n".join(f"--- {log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                     for log in logs)
 
 
 def test_one_graph_grows_through_the_sizes_and_each_size_is_measured(tmp_path):
@@ -86,7 +101,7 @@ def test_reranked_searches_ask_the_given_judge_and_report_its_share(tmp_path, sc
     assert result.exit_code == 0, result.output
     step = json.loads((out / "results.json").read_text())["steps"][0]
     reranked = step["reranked"]
-    assert reranked["requests"] == 2 and reranked["errors"] == 0, reranked
+    assert reranked["requests"] == 2 and reranked["errors"] == 0, f"{reranked}\n{_log_tails(tmp_path)}"
     assert reranked["reranked"] == 2 and reranked["judged"] == reranked["candidates"] > 0
     assert scripted_llm.count >= reranked["judged"]  # the judges were real HTTP requests to this server
     assert 0 < reranked["judge_share"] < 1

@@ -14,9 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
+from neo4j import GraphDatabase
 
 import app.graph.embedded_falkordb as embedded_falkordb
 from app.bench.load_run import ServedApp, request_json
+from app.config import Config
+from app.graph import local_neo4j
 from app.graph.embedded_falkordb import EmbeddedFalkorDB
 from app.graph.server_process import PortTakenError, free_port, listens_on
 from tests.support.falkordb_server import FalkorDBServer
@@ -79,6 +82,25 @@ def test_embedded_falkordb_on_a_given_port_that_is_taken_refuses_to_start(tmp_pa
 
     assert server.process is None or server.process.poll() is not None
     assert _graphs(foreign_falkordb.port) == ["theirs"]
+
+
+def test_a_local_neo4j_whose_chosen_port_was_taken_starts_on_another(tmp_path, monkeypatch, caplog):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        chosen = iter([port])
+        monkeypatch.setattr(local_neo4j, "free_port", lambda: next(chosen, None) or free_port())
+        server = local_neo4j.LocalNeo4j(tmp_path / "data", Config.from_env().neo4j_cache_dir,
+                                        heap_mb=512, page_cache_mb=64)
+        with caplog.at_level(logging.WARNING, logger="app.graph.local_neo4j"):
+            server.start()
+        try:
+            assert server.port != port and f"Port {port} was taken" in caplog.text
+            with GraphDatabase.driver(server.uri, auth=(local_neo4j.USER, server.password)) as driver:
+                assert driver.execute_query("RETURN 1 AS one").records[0]["one"] == 1
+        finally:
+            server.stop()
 
 
 class _HealthyStranger(BaseHTTPRequestHandler):

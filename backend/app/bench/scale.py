@@ -211,7 +211,9 @@ def run(options: ScaleOptions, log_dir: Path | None = None, echo: Callable[[str]
         logs.mkdir(parents=True, exist_ok=True)
         app, _ = _serve(data_dir, logs / "serve-scale.log", _reranker_off(options))
         try:
-            assert request_json(app.port, "POST", "/api/graph", {"graph_id": GRAPH_ID})[0] == 201
+            status, body = request_json(app.port, "POST", "/api/graph", {"graph_id": GRAPH_ID})
+            if status != 201:
+                raise RuntimeError(f"creating the graph answered {status} {body}; see {logs / 'serve-scale.log'}")
             have = 0
             for size in options.sizes:
                 echo(f"Growing the graph to {size} facts...")

@@ -33,7 +33,10 @@ from pathlib import Path
 from neo4j import GraphDatabase
 
 from app.config import Config
-from app.graph.server_process import ChildServer, die_with_parent, end, free_port, runs_over, terminate_pid
+from app.graph.server_process import (
+    PORT_TAKEN_MESSAGE, PORT_TRIES, ChildServer, die_with_parent, end, free_port, printed_since, runs_over,
+    terminate_pid,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -179,21 +182,41 @@ class LocalNeo4j(ChildServer):
             install(self.cache_dir)
             self.home.mkdir(parents=True, exist_ok=True)
             stop_recorded_server(self.home)
-            self.port = self.port or free_port()
-            environment = {**os.environ, "NEO4J_LOCAL_PASSWORD": self.password}
             started = time.monotonic()
-            with open(self.log_file, "ab") as log:
-                log_offset = log.tell()
-                self.process = subprocess.Popen(
-                    self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.home, env=environment,
-                    stdin=subprocess.DEVNULL,
-                    **({"start_new_session": True} if detached else {"preexec_fn": die_with_parent}))
-            self.record_file.write_text(json.dumps({"pid": self.process.pid, "port": self.port}))
-            self._wait_ready(ready_timeout_s, log_offset)
+            self._launch_on_a_port_of_its_own(ready_timeout_s, detached)
             logger.info("Local Neo4j %s started in %.1f s (pid=%s, %s, data=%s)", NEO4J_VERSION,
                         time.monotonic() - started, self.process.pid, self.uri, self.home)
             if not detached:
                 atexit.register(self.stop)
+
+    def _launch_on_a_port_of_its_own(self, ready_timeout_s: float, detached: bool) -> None:
+        """Launch and wait for READY; when another process bound the chosen port first, choose another,
+        unless the port was given or a client already uses it (a restart)."""
+        may_choose = self.port is None
+        for attempt in range(1, PORT_TRIES + 1):
+            self.port = self.port or free_port()
+            log_offset = self._launch(detached)
+            try:
+                self._wait_ready(ready_timeout_s, log_offset)
+                return
+            except LocalNeo4jError:
+                if not (may_choose and attempt < PORT_TRIES
+                        and printed_since(self.log_file, log_offset, PORT_TAKEN_MESSAGE)):
+                    raise
+                logger.warning("Port %s was taken before the local Neo4j bound it; choosing another", self.port)
+                self.port = None
+
+    def _launch(self, detached: bool) -> int:
+        """Start the launcher; the log's length before it, where this start's lines begin."""
+        environment = {**os.environ, "NEO4J_LOCAL_PASSWORD": self.password}
+        with open(self.log_file, "ab") as log:
+            log_offset = log.tell()
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.home, env=environment,
+                stdin=subprocess.DEVNULL,
+                **({"start_new_session": True} if detached else {"preexec_fn": die_with_parent}))
+        self.record_file.write_text(json.dumps({"pid": self.process.pid, "port": self.port}))
+        return log_offset
 
     def _wait_ready(self, timeout_s: float, log_offset: int) -> None:
         """Wait for the launcher's READY (the password is set only then: polling Bolt before it
@@ -203,10 +226,8 @@ class LocalNeo4j(ChildServer):
             if self.process.poll() is not None:
                 raise LocalNeo4jError(f"the local Neo4j exited with code {self.process.returncode}; "
                                       f"see {self.log_file}")
-            with open(self.log_file, "rb") as log:
-                log.seek(log_offset)
-                if b"READY" in log.read():
-                    break
+            if printed_since(self.log_file, log_offset, "READY"):
+                break
             time.sleep(0.2)
         else:
             self.stop()
