@@ -20,7 +20,7 @@ import app.graph.embedded_falkordb as embedded_falkordb
 from app.bench.load_run import ServedApp, request_json
 from app.config import Config
 from app.graph import local_neo4j
-from app.graph.embedded_falkordb import EmbeddedFalkorDB
+from app.graph.embedded_falkordb import EmbeddedFalkorDB, _answering_pid
 from app.graph.server_process import PortTakenError, free_port, listens_on
 from tests.support.falkordb_server import FalkorDBServer
 
@@ -82,6 +82,23 @@ def test_embedded_falkordb_on_a_given_port_that_is_taken_refuses_to_start(tmp_pa
 
     assert server.process is None or server.process.poll() is not None
     assert _graphs(foreign_falkordb.port) == ["theirs"]
+
+
+def test_a_poll_connected_to_itself_is_no_answer():
+    # Connecting to a port nobody listens on can, rarely, give the connection that very port as its
+    # own: it is connected to itself and reads back what it sent (TCP's simultaneous open).
+    with socket.socket() as itself:
+        itself.bind(("127.0.0.1", 0))
+        itself.connect(itself.getsockname())
+        itself.sendall(b"echo")
+        assert itself.recv(4) == b"echo"
+
+        class ConnectedToItself(redis.connection.Connection):
+            def _connect(self):
+                return itself
+
+        client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=ConnectedToItself))
+        assert _answering_pid(client) is None
 
 
 def test_a_local_neo4j_whose_chosen_port_was_taken_starts_on_another(tmp_path, monkeypatch, caplog):

@@ -148,7 +148,7 @@ class ServedApp:
                 if (request_json(self.port, "GET", "/health", timeout=2)[0] == 200
                         and listens_on(self.process.pid, self.port)):
                     return self
-            except OSError:
+            except (OSError, http.client.HTTPException, ValueError):  # nothing there yet, or no HTTP answer
                 pass
             time.sleep(0.2)
         self.stop()

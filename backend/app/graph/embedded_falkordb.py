@@ -42,6 +42,18 @@ KILL_WAIT_S = 5.0
 STALE_STOP_WAIT_S = 5.0
 
 
+def _answering_pid(client: redis.Redis) -> int | None:
+    """The PID of the FalkorDB answering on the client's port, once it has loaded its data (the module
+    answers GRAPH.LIST only after the append-only file is replayed); None while nothing answers so.
+    A poll of a port nobody listens on can, rarely, be connected to itself and read its own command
+    back, which parses as no answer of redis's."""
+    try:
+        client.execute_command("GRAPH.LIST")
+        return int(client.info("server")["process_id"])
+    except (redis.exceptions.RedisError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 class EmbeddedFalkorDB(ChildServer):
     """One redis-server process with FalkorDB loaded, bound to 127.0.0.1."""
 
@@ -155,15 +167,14 @@ class EmbeddedFalkorDB(ChildServer):
                         raise PortTakenError(f"port {self.port} is taken by another process")
                     raise RuntimeError(f"Embedded FalkorDB exited with code {self.process.returncode}; "
                                        f"see {self.log_file}")
-                try:
-                    # The module answers only once the append-only file has been replayed.
-                    client.execute_command("GRAPH.LIST")
-                    if int(client.info("server")["process_id"]) == self.process.pid:
-                        return
+                answering = _answering_pid(client)
+                if answering == self.process.pid:
+                    return
+                if answering is not None:
                     self._end_launched()
                     raise PortTakenError(f"port {self.port} is taken by another FalkorDB or redis")
-                except redis.exceptions.RedisError:
-                    time.sleep(0.05)
+                client.connection_pool.disconnect()  # the next round connects anew
+                time.sleep(0.05)
                 if time.monotonic() >= next_report:
                     next_report += LOAD_PROGRESS_EVERY_S
                     logger.info("Embedded FalkorDB is loading %.0f MiB of stored graphs (%.0f s so far)",
