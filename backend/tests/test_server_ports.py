@@ -1,4 +1,7 @@
-"""A server started on a free port is the one that answers there. `free_port` only finds a port that
+"""Servers started on a free port: the one that answers there is the one started, and a served app
+goes when whoever started it is killed outright.
+
+A server started on a free port is the one that answers there. `free_port` only finds a port that
 nobody listens on at that moment; on a busy machine another process can bind it before the server
 does, and a start that took any answer on the port for its own would hand the app (or a bench, or a
 test) another process's data. Each start here meets a real server already on its port."""
@@ -9,6 +12,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +26,7 @@ from app.config import Config
 from app.graph import local_neo4j, server_process
 from app.graph.embedded_falkordb import EmbeddedFalkorDB, _answering_pid
 from app.graph.server_process import PortTakenError, free_port, listens_on
+from tests.support.app_process import BACKEND_DIR, wait_gone
 from tests.support.falkordb_server import FalkorDBServer
 
 
@@ -148,3 +154,26 @@ def test_a_served_app_whose_port_was_taken_serves_on_another_and_answers_itself(
         app.stop()
         stranger.shutdown()
         stranger.server_close()
+
+
+_BENCH_THAT_SERVES = """
+import sys
+from pathlib import Path
+from app.bench.load_run import ServedApp
+app = ServedApp(Path(sys.argv[1]) / "data", Path(sys.argv[1]) / "serve.log", 2, {"RERANKER_PROVIDER": "none"})
+app.start(timeout_s=120)
+print(app.process.pid, app.database_pid(), flush=True)
+sys.stdin.read()  # until it is killed
+"""
+
+
+def test_a_served_app_goes_with_a_bench_that_is_killed_outright(tmp_path):
+    bench = subprocess.Popen([sys.executable, "-c", _BENCH_THAT_SERVES, str(tmp_path)], cwd=BACKEND_DIR,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        app_pid, database_pid = (int(pid) for pid in bench.stdout.readline().split())
+        bench.kill()  # SIGKILL: no finally, no atexit in the bench
+        bench.wait(timeout=10)
+        assert wait_gone(app_pid, 60) and wait_gone(database_pid, 60)
+    finally:
+        bench.kill()

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PortTakenError, free_port, launch_on_a_port_of_its_own, listens_on, printed_since,
+    PORT_TAKEN_MESSAGE, PortTakenError, die_with_parent, free_port, launch_on_a_port_of_its_own, listens_on,
+    printed_since,
 )
 
 BACKEND_DIR = Path(__file__).resolve().parents[2]
@@ -130,7 +131,8 @@ class ServedApp:
             log_offset = log.tell()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "flask", "--app", "app", "serve", "--threads", str(self.threads)],
-                cwd=BACKEND_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                cwd=BACKEND_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent)  # a bench killed outright leaves no app (and database) behind
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
