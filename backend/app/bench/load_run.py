@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PortTakenError, die_with_parent, free_port, launch_on_a_port_of_its_own, listens_on,
-    printed_since,
+    die_with_parent, free_port, launch_on_a_port_of_its_own, listens_on, raise_if_port_was_taken,
 )
 
 BACKEND_DIR = Path(__file__).resolve().parents[2]
@@ -136,8 +135,7 @@ class ServedApp:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                if printed_since(self.log_path, log_offset, PORT_TAKEN_MESSAGE):
-                    raise PortTakenError(f"port {self.port} is taken by another process")
+                raise_if_port_was_taken(self.log_path, log_offset, self.port)
                 raise RuntimeError(f"the API exited with {self.process.returncode}; {self.where_to_look()}")
             try:
                 if (request_json(self.port, "GET", "/health", timeout=2)[0] == 200

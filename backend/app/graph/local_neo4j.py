@@ -34,8 +34,8 @@ from neo4j import GraphDatabase
 
 from app.config import Config
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own,
-    printed_since, runs_over, terminate_pid,
+    ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own, printed_since,
+    raise_if_port_was_taken, runs_over, terminate_pid,
 )
 
 logger = logging.getLogger(__name__)
@@ -199,8 +199,7 @@ class LocalNeo4j(ChildServer):
         try:
             self._wait_ready(ready_timeout_s, log_offset)
         except LocalNeo4jError as error:
-            if printed_since(self.log_file, log_offset, PORT_TAKEN_MESSAGE):
-                raise Neo4jPortTakenError(f"port {self.port} is taken by another process") from error
+            raise_if_port_was_taken(self.log_file, log_offset, self.port, Neo4jPortTakenError)
             raise
 
     def _launch(self, detached: bool) -> int:

@@ -122,6 +122,14 @@ def printed_since(log_path: Path, offset: int, text: str) -> bool:
         return False
 
 
+def raise_if_port_was_taken(log_path: Path, offset: int, port: int,
+                            error: type[PortTakenError] = PortTakenError) -> None:
+    """For a server that exited during its start: `error` when its log since `offset` says that its
+    port was bound already, so the caller can choose another port; else nothing."""
+    if printed_since(log_path, offset, PORT_TAKEN_MESSAGE):
+        raise error(f"port {port} is taken by another process")
+
+
 class ChildServer:
     """A server process this app started: `process`, None before the start and after the stop."""
 

