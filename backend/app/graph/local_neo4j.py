@@ -198,7 +198,7 @@ class LocalNeo4j(ChildServer):
         log_offset = self._launch(detached)
         try:
             self._wait_ready(ready_timeout_s, log_offset)
-        except LocalNeo4jError as error:
+        except LocalNeo4jError:  # the port-taken error keeps this one as its context
             raise_if_port_was_taken(self.log_file, log_offset, self.port, Neo4jPortTakenError)
             raise
 

@@ -53,7 +53,8 @@ class FalkorDBServer:
             "--daemonize", "no", "--appendonly", "yes", "--appendfsync", "always", "--save", "",
             *(("--requirepass", self.password) if self.password else ()), *extra_args,
         ]
-        with open(self.data_dir / "redis.log", "ab") as log:
+        log_path = self.data_dir / "redis.log"
+        with open(log_path, "ab") as log:
             log_offset = log.tell()
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir)
         deadline = time.monotonic() + timeout_s
@@ -62,8 +63,8 @@ class FalkorDBServer:
         try:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise_if_port_was_taken(self.data_dir / "redis.log", log_offset, self.port)
-                    raise AssertionError((self.data_dir / "redis.log").read_text()[-2000:])
+                    raise_if_port_was_taken(log_path, log_offset, self.port)
+                    raise AssertionError(log_path.read_text()[-2000:])
                 try:
                     client.ping()
                 except redis.exceptions.BusyLoadingError:
