@@ -25,15 +25,16 @@ from app.bench.graph_bench import (
 from app.bench.replay import FOCUS_LABELS, TRACE_VERSION, Replay, parse_replays, sure_stop
 from app.bench.rerankers import parse_strategies, with_model_options
 from app.bench.trec_graph import is_trec_folder, passage_facts
-from app.config import REPO_ROOT, RERANKER_JUDGE_FOCI, Config
+from app.config import RERANKER_JUDGE_FOCI, Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.graph.search import EdgeHit
 from app.graph.vector_index import index_state
 from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
+from tests.support.shared_data import shared_dataset
 
-SCIFACT = REPO_ROOT.parent / "shared" / "data" / "beir-scifact-test"
+SCIFACT = "beir-scifact-test"
 CLAIMS = ("42", "54", "128")
 CANDIDATES_PER_CLAIM = 4
 
@@ -45,17 +46,17 @@ def _lines(path):
 @pytest.fixture(scope="module")
 def subset(tmp_path_factory):
     """The three claims, their qrels, their first four candidates and those abstracts, copied to tmp."""
-    folder = tmp_path_factory.mktemp("scifact-subset")
-    queries = [line for line in _lines(SCIFACT / "queries.tsv") if line.split("\t")[0] in CLAIMS]
-    qrels = [line for line in _lines(SCIFACT / "qrels.txt") if line.split()[0] in CLAIMS]
+    folder, scifact = tmp_path_factory.mktemp("scifact-subset"), shared_dataset(SCIFACT)
+    queries = [line for line in _lines(scifact / "queries.tsv") if line.split("\t")[0] in CLAIMS]
+    qrels = [line for line in _lines(scifact / "qrels.txt") if line.split()[0] in CLAIMS]
     candidates, pool = [], set()
-    for line in _lines(SCIFACT / "candidates.top20.jsonl"):
+    for line in _lines(scifact / "candidates.top20.jsonl"):
         record = json.loads(line)
         if record["qid"] in CLAIMS:
             record["candidates"] = record["candidates"][:CANDIDATES_PER_CLAIM]
             pool.update(c["docid"] for c in record["candidates"])
             candidates.append(json.dumps(record))
-    corpus = [line for line in _lines(SCIFACT / "corpus.jsonl") if json.loads(line)["_id"] in pool]
+    corpus = [line for line in _lines(scifact / "corpus.jsonl") if json.loads(line)["_id"] in pool]
     for name, lines in (("queries.tsv", queries), ("qrels.txt", qrels), ("candidates.jsonl", candidates),
                         ("corpus.jsonl", corpus)):
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -179,7 +180,7 @@ def test_hits_map_to_abstracts_in_first_occurrence_order():
 
 # -- a TREC candidate folder in the graph, and replays of the stored judge scores -------------------
 
-DL19 = REPO_ROOT.parent / "shared" / "data" / "trec-dl19-passage-bm25-top100"
+DL19 = "trec-dl19-passage-bm25-top100"
 TREC_QUERIES = 3
 TREC_CANDIDATES = 4
 
@@ -188,15 +189,15 @@ TREC_CANDIDATES = 4
 def trec_subset(tmp_path_factory):
     """Three DL19 queries, their first four BM25 candidates, and the second query's list also holding
     the first query's best passage: a passage in two candidate lists must still be one fact."""
-    folder = tmp_path_factory.mktemp("dl19-subset")
-    records = [json.loads(line) for line in _lines(DL19 / "candidates.jsonl")][:TREC_QUERIES]
+    folder, dl19 = tmp_path_factory.mktemp("dl19-subset"), shared_dataset(DL19)
+    records = [json.loads(line) for line in _lines(dl19 / "candidates.jsonl")][:TREC_QUERIES]
     for record in records:
         record["candidates"] = record["candidates"][:TREC_CANDIDATES]
     shared = dict(records[0]["candidates"][0], rank=TREC_CANDIDATES + 1)
     records[1]["candidates"].append(shared)
     qids = [record["qid"] for record in records]
-    queries = [line for line in _lines(DL19 / "queries.tsv") if line.split("\t")[0] in qids]
-    qrels = [line for line in _lines(DL19 / "qrels.txt") if line.split()[0] in qids]
+    queries = [line for line in _lines(dl19 / "queries.tsv") if line.split("\t")[0] in qids]
+    qrels = [line for line in _lines(dl19 / "qrels.txt") if line.split()[0] in qids]
     for name, lines in (("queries.tsv", queries), ("qrels.txt", qrels),
                         ("candidates.jsonl", [json.dumps(record) for record in records])):
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -211,7 +212,7 @@ def test_trec_import_maps_every_hit_back_to_its_passage_exactly_once(trec_subset
     folder, texts, _, query_text = trec_subset
     dataset = load_dataset(folder)
     facts = passage_facts(dataset)
-    assert is_trec_folder(folder) and not is_trec_folder(SCIFACT)
+    assert is_trec_folder(folder) and not is_trec_folder(shared_dataset(SCIFACT))
     # The union of the candidate lists: each passage once (the shared one too), text unchanged.
     assert [fact["metadata"]["doc_id"] for fact in facts] == list(dict.fromkeys(
         c.docid for query in dataset.queries for c in query.candidates))

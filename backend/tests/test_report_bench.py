@@ -13,9 +13,10 @@ from app.bench.datasets import DatasetError
 from app.bench.report_bench import UnknownSettingError, reranker_settings, with_settings
 from app.bench.report_metrics import BenchRequirement, GoldPoint, aggregate, score_citations, tool_calls_of
 from app.bench.report_sets import default_file, load_set
-from app.config import REPO_ROOT, Config
+from app.config import Config
 from app.demo.sample_graph import load_facts
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, judge_requests, purpose
+from tests.support.shared_data import shared_dataset
 
 INVENTED = "99999999-8888-4777-8666-555555555555"
 
@@ -247,11 +248,8 @@ def test_bench_report_refuses_unknown_settings_before_running(backend, scripted_
     assert scripted_llm.count == 0 and not (tmp_path / "results.json").exists()
 
 
-SCIFACT = REPO_ROOT.parent / "shared" / "data" / "beir-scifact-test"
-
-
 def test_the_shipped_scifact_set_matches_the_qrels():
-    requirement_set = load_set("scifact", dataset=SCIFACT)
+    requirement_set = load_set("scifact", dataset=shared_dataset("beir-scifact-test"))
     assert [r.id for r in requirement_set.requirements] == ["53", "179", "1259", "1266"]
     birth = requirement_set.requirements[1]
     assert [p.point for p in birth.gold] == ["abstract 16322674", "abstract 17450673", "abstract 23557241",
