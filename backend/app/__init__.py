@@ -11,7 +11,6 @@ os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 from flask import Flask  # noqa: E402
 
 from app.config import Config  # noqa: E402
-from app.tasks import tasks as task_registry  # noqa: E402
 
 
 def configure_logging(level: str | None = None) -> None:
@@ -38,7 +37,6 @@ def create_app(config: Config | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
     app.config["APP_CONFIG"] = config
     app.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes
-    task_registry.configure(ttl_s=config.task_ttl_s, max_kept=config.task_max_kept)  # the registry is per process
     app.json.sort_keys = False
     # "//" in a path would otherwise get an HTML 308 redirect; bad paths get the JSON 404 instead.
     app.url_map.merge_slashes = False

@@ -42,7 +42,7 @@ _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
 DEFAULT_MAX_DOCUMENT_CHARS = 1000  # passages are cut to this length inside prompts
 DEFAULT_CONTEXT_TOKENS = 8192  # the model's context window; larger prompts are refused
 DEFAULT_TASK_TTL_S = 3600.0  # finished background tasks are kept this long
-DEFAULT_TASK_MAX_KEPT = 1000  # and at most this many
+DEFAULT_TASK_TIMEOUT_S = 3600.0  # a task still running after this long is stopped and fails
 MAX_JUDGED_CANDIDATES = 200  # first-stage candidates one search may have judged (each is one model call)
 MAX_LISTED_FACTS = 20  # facts a report section may list beneath its text (REPORT_LISTED_FACTS)
 
@@ -276,10 +276,14 @@ class Config:
     # rather than losing them.
     report_listed_facts: int = 6
 
-    # Background tasks (GET /api/tasks/<id>): a finished task is forgotten after TASK_TTL_S, and
-    # at most TASK_MAX_KEPT finished tasks are kept (the oldest go first); running ones always stay.
+    # Background tasks (GET /api/tasks/<id>) queue on QUEUE_URL, else on the FalkorDB server, else on a
+    # broker the app starts (app/graph/task_broker.py); a finished task is forgotten after TASK_TTL_S,
+    # one running longer than TASK_TIMEOUT_S is stopped. An app whose broker is its own runs
+    # TASK_WORKERS worker processes itself; with a shared broker they run apart (`flask worker`).
+    queue_url: str | None = field(default=None, repr=False)
     task_ttl_s: float = DEFAULT_TASK_TTL_S
-    task_max_kept: int = DEFAULT_TASK_MAX_KEPT
+    task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S
+    task_workers: int = 1
 
     log_level: str = "INFO"
 
@@ -392,6 +396,8 @@ class Config:
             report_floor_without_names=_choice("REPORT_FLOOR_WITHOUT_NAMES", "on", ("on", "off")) == "on",
             report_question_candidates=_int("REPORT_QUESTION_CANDIDATES", cls.report_question_candidates, 0, MAX_JUDGED_CANDIDATES),
             report_listed_facts=_int("REPORT_LISTED_FACTS", cls.report_listed_facts, 0, MAX_LISTED_FACTS),
-            task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 0),
-            task_max_kept=_int("TASK_MAX_KEPT", cls.task_max_kept, 1),
+            queue_url=_env("QUEUE_URL"),
+            task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 1),
+            task_timeout_s=_float("TASK_TIMEOUT_S", cls.task_timeout_s, 1),
+            task_workers=_int("TASK_WORKERS", cls.task_workers, 0, 16),
         )

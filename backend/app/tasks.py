@@ -1,140 +1,299 @@
-"""Background tasks with progress, for work that outlives a request (ingestion, reports).
+"""Background tasks on a job queue (RQ on Redis): work that outlives a request (reports, ingestion,
+deleting a large graph) runs in worker processes, and every API process that shares the broker
+answers for every task.
 
-Tasks live in this process's memory only. A finished task is kept for `ttl_s` (TASK_TTL_S) and at
-most `max_kept` (TASK_MAX_KEPT) finished ones are kept, the oldest forgotten first; a running task
-is never forgotten. Work whose result must survive a restart stores it itself (reports: ReportStore)
-and records `PROCESS_OWNER`, so a reader can tell work that died with its process (`owner_alive`).
+A task is an RQ job whose id is the task id. Its kind, progress and errors live in the job's meta,
+so any process reads them; the job's own status says pending / running / done / failed / canceled.
+A worker keeps a heartbeat while it runs a task (every HEARTBEAT_S): a worker that was killed stops
+beating, and the next reader of the queue moves its task to failed with the reason, so no task
+says "running" for longer than HEARTBEAT_TTL_S after its worker died. A worker told to stop
+(SIGTERM) finishes the task in hand first and leaves the queued ones to the next worker.
+
+The target of a task is named by its import path ("app.report.agent:run_report_task"), so the API
+never imports the code that a worker runs; the target takes a `TaskContext` first.
 """
 
 from __future__ import annotations
 
-import copy
+import importlib
 import logging
-import os
-import secrets
 import threading
-import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
+from typing import Any
 
-from app.config import DEFAULT_TASK_MAX_KEPT, DEFAULT_TASK_TTL_S
+import redis
+from rq import Queue, SimpleWorker, get_current_job
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.worker import WorkerStatus
+
+from app.config import DEFAULT_TASK_TIMEOUT_S, DEFAULT_TASK_TTL_S
 
 logger = logging.getLogger(__name__)
 
-# This process, as work it started records it: the pid, and a token because a restarted
-# container often gets the same pid again.
-PROCESS_OWNER = f"{os.getpid()}:{secrets.token_hex(6)}"
+QUEUE_NAME = "mirofish-tasks"
+HEARTBEAT_S = 5  # how often a worker says it still runs its task
+HEARTBEAT_TTL_S = 3 * HEARTBEAT_S  # a task whose worker stayed silent this long was abandoned
+_CANCEL_KEY = "mirofish:task-cancel:{}"  # beside the job: the worker rewrites the job's meta as it goes
+ABANDONED = ("the worker running this task stopped before it finished (killed, or its machine went away); "
+             "what the task stored so far is kept")
+
+# The task's state, as the API says it, for each of RQ's job statuses.
+_STATES = {
+    JobStatus.CREATED: "pending", JobStatus.QUEUED: "pending", JobStatus.DEFERRED: "pending",
+    JobStatus.SCHEDULED: "pending", JobStatus.STARTED: "running", JobStatus.FINISHED: "done",
+    JobStatus.FAILED: "failed", JobStatus.STOPPED: "canceled", JobStatus.CANCELED: "canceled",
+}
+ENDED_STATES = ("done", "failed", "canceled")
 
 
-def owner_alive(owner: object) -> bool:
-    """Whether the process that recorded `owner` (a PROCESS_OWNER value) is still running."""
-    if owner == PROCESS_OWNER:
-        return True
-    pid_text = owner.partition(":")[0] if isinstance(owner, str) else ""
-    if not pid_text.isascii() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False  # unknown, or our pid with another token: that process is gone
-    try:
-        os.kill(int(pid_text), 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, under another user
-    return True
+class TaskCanceled(BaseException):
+    """Raised inside a task at its next saved step after someone asked to cancel it. Not an Exception,
+    so the task's own `except Exception` handlers let it through, as they would a KeyboardInterrupt."""
 
 
-@dataclass
-class Task:
-    task_id: str
-    kind: str
-    state: str = "pending"  # pending | running | done | failed
-    progress: dict = field(default_factory=dict)
-    result: dict | None = None
-    errors: list[str] = field(default_factory=list)
-    created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
-    finished_at: str | None = None
-    # Not part of the task's JSON: how a caller waits for the end, and what failed it.
-    finished: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
-    exception: BaseException | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        body = {}
-        for name in (f.name for f in fields(self) if f.name not in _INTERNAL_FIELDS):
-            value = getattr(self, name)
-            # dict(...) copies in one step while the worker thread may be writing; the copy is ours.
-            body[name] = copy.deepcopy(dict(value) if isinstance(value, dict) else value)
-        return body
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Whether the task ended within `timeout` seconds."""
-        return self.finished.wait(timeout)
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
 
 
-_INTERNAL_FIELDS = ("finished", "exception")
+class _SavedDict(dict):
+    """A dict that writes itself to its task's meta on every change (progress survives the worker)."""
+
+    def __init__(self, save: Callable[[], None]) -> None:
+        super().__init__()
+        self._save = save
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self._save()
+
+    def update(self, *args, **kwargs) -> None:
+        super().update(*args, **kwargs)
+        self._save()
 
 
-class TaskRegistry:
-    def __init__(self, *, ttl_s: float = DEFAULT_TASK_TTL_S, max_kept: int = DEFAULT_TASK_MAX_KEPT,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._tasks: dict[str, Task] = {}
-        self._finished: OrderedDict[str, float] = OrderedDict()  # task id -> when it ended, oldest first
+class TaskContext:
+    """What a running task sees of itself: its id, progress and errors (both kept in the queue, so
+    every API process reads them while it runs), and whether someone asked to cancel it."""
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
         self._lock = threading.Lock()
-        self._clock = clock
-        self.configure(ttl_s=ttl_s, max_kept=max_kept)
+        self.task_id = job.id
+        self.connection = job.connection  # the broker: stores that every process reads sit beside the queue
+        self.errors: list[str] = list(job.meta.get("errors", []))
+        self.progress = _SavedDict(self._save)
 
-    def configure(self, *, ttl_s: float, max_kept: int) -> None:
-        """Set how long (seconds) and how many finished tasks are kept (TASK_TTL_S, TASK_MAX_KEPT)."""
-        if ttl_s < 0 or max_kept < 1:
-            raise ValueError("ttl_s must be >= 0 and max_kept >= 1")
+    def add_error(self, message: str) -> None:
+        self.errors.append(message)
+        self._save()
+
+    def cancel_requested(self) -> bool:
+        return bool(self._job.connection.exists(_CANCEL_KEY.format(self.task_id)))
+
+    def check_canceled(self) -> None:
+        if self.cancel_requested():
+            raise TaskCanceled(f"task {self.task_id} was canceled")
+
+    def _save(self) -> None:
+        """Store progress and errors, then stop here if the task was canceled: every saved step of a
+        task is a point where it can stop cleanly."""
         with self._lock:
-            self.ttl_s, self.max_kept = float(ttl_s), int(max_kept)
-            self._evict()
+            self._job.meta.update(progress=dict(self.progress), errors=list(self.errors))
+            self._job.save_meta()
+        self.check_canceled()
 
-    def start(self, kind: str, work: Callable[[Task], dict | None]) -> Task:
-        """Run `work(task)` in a daemon thread; it updates task.progress as it goes."""
-        task = Task(task_id=f"t_{uuid.uuid4().hex[:16]}", kind=kind)
-        with self._lock:
-            self._evict()
-            self._tasks[task.task_id] = task
-        threading.Thread(target=self._run, args=(task, work), name=f"task-{task.task_id}", daemon=True).start()
-        return task
 
-    def _run(self, task: Task, work) -> None:
-        task.state = "running"
+def run_task(target: str, *args: Any) -> Any:
+    """The function every job runs: import `target` ("module:function") and call it with a TaskContext.
+    A task that recorded errors and returned nothing failed; one that was canceled ends canceled."""
+    job = get_current_job()
+    context = TaskContext(job)
+    module_name, _, function_name = target.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    try:
+        result = function(context, *args)
+    except TaskCanceled:
+        job.meta["canceled"] = True
+        job.save_meta()
+        return None
+    except Exception as error:
+        logger.exception("Task %s failed", job.id)
+        job.meta["exception"] = _picklable(error)
+        context.errors.append(f"{type(error).__name__}: {error}")
+        job.meta["errors"] = list(context.errors)
+        job.save_meta()
+        raise
+    if context.errors and not result:
+        job.meta["failed"] = True
+        job.save_meta()
+    return result
+
+
+def _picklable(error: BaseException) -> BaseException | None:
+    """The error itself when it can travel through the queue (the API re-raises it), else None."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return None
+    return error
+
+
+class TaskHandle:
+    """A started task, as its starter holds it: the id, and a way to read or wait for it."""
+
+    def __init__(self, task_id: str, queue: "TaskQueue") -> None:
+        self.task_id = task_id
+        self._queue = queue
+
+    def to_dict(self) -> dict | None:
+        return self._queue.get(self.task_id)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Whether the task ended within `timeout_s` seconds (None: wait as long as it runs)."""
+        task = self._queue.wait(self.task_id, float("inf") if timeout_s is None else timeout_s)
+        return task is None or task["state"] in ENDED_STATES
+
+
+def new_task_id() -> str:
+    import uuid
+
+    return f"t_{uuid.uuid4().hex[:16]}"
+
+
+class TaskQueue:
+    """Start, read, wait for and cancel tasks on the broker at `connection`."""
+
+    def __init__(self, connection: redis.Redis, *, ttl_s: float = DEFAULT_TASK_TTL_S,
+                 timeout_s: float = DEFAULT_TASK_TIMEOUT_S) -> None:
+        self.connection = connection
+        self.queue = Queue(QUEUE_NAME, connection=connection)
+        self.ttl_s, self.timeout_s = int(ttl_s), int(timeout_s)
+
+    def start(self, kind: str, target: str, *args: Any, task_id: str | None = None) -> TaskHandle:
+        """Queue `target(context, *args)` under `task_id` (made here unless given)."""
+        task_id = task_id or new_task_id()
+        self.queue.enqueue(run_task, target, *args, job_id=task_id, job_timeout=self.timeout_s,
+                           result_ttl=self.ttl_s, failure_ttl=self.ttl_s, ttl=None,
+                           meta={"kind": kind, "progress": {}, "errors": [], "created_at": now_iso()})
+        return TaskHandle(task_id, self)
+
+    def get(self, task_id: str) -> dict | None:
+        """The task as the API answers it, or None when unknown (or finished longer than TASK_TTL_S ago)."""
+        self.fail_abandoned()
         try:
-            task.result = work(task)
-            task.state = "failed" if task.errors and not task.result else "done"
-        except Exception as error:
-            logger.exception("Task %s failed", task.task_id)
-            task.errors.append(f"{type(error).__name__}: {error}")
-            task.exception = error
-            task.state = "failed"
-        task.finished_at = datetime.now(timezone.utc).isoformat()
-        with self._lock:
-            self._finished[task.task_id] = self._clock()
-            self._evict()
-        task.finished.set()
+            job = Job.fetch(task_id, connection=self.connection)
+        except NoSuchJobError:
+            return None
+        return _describe(job, self.connection)
 
-    def get(self, task_id: str) -> Task | None:
-        with self._lock:
-            self._evict()
-            return self._tasks.get(task_id)
+    def wait(self, task_id: str, timeout_s: float, poll_s: float = 0.05) -> dict | None:
+        """The task once it ended, or as it is after `timeout_s`."""
+        import time
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._tasks)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            task = self.get(task_id)
+            if task is None or task["state"] in ENDED_STATES or time.monotonic() >= deadline:
+                return task
+            time.sleep(poll_s)
 
-    def _evict(self) -> None:
-        """Forget finished tasks older than ttl_s, then the oldest beyond max_kept (lock held)."""
-        expired_before = self._clock() - self.ttl_s
-        while self._finished:
-            task_id, ended = next(iter(self._finished.items()))
-            if ended > expired_before and len(self._finished) <= self.max_kept:
-                break
-            del self._finished[task_id]
-            self._tasks.pop(task_id, None)
+    def exception(self, task_id: str) -> BaseException | None:
+        """What a failed task raised, where it could be carried through the queue."""
+        try:
+            return Job.fetch(task_id, connection=self.connection).meta.get("exception")
+        except NoSuchJobError:
+            return None
+
+    def cancel(self, task_id: str) -> dict | None:
+        """Cancel a task: a pending one is taken off the queue; a running one is asked to stop at its
+        next step (it ends "canceled"). The task as it is then, or None when unknown."""
+        task = self.get(task_id)
+        if task is None or task["state"] in ENDED_STATES:
+            return task
+        self.connection.set(_CANCEL_KEY.format(task_id), 1, ex=max(self.timeout_s, 60))
+        if task["state"] == "pending":
+            try:
+                Job.fetch(task_id, connection=self.connection).cancel()
+            except NoSuchJobError:
+                return None
+        return self.get(task_id)
+
+    def depth(self) -> int:
+        """Tasks waiting for a worker."""
+        return self.queue.count
+
+    def fail_abandoned(self) -> None:
+        """Move the tasks whose worker stopped beating to failed (RQ's own cleanup of its registry)."""
+        self.queue.started_job_registry.cleanup()
 
 
-tasks = TaskRegistry()
+def _describe(job: Job, connection: redis.Redis) -> dict:
+    meta = job.meta
+    status = job.get_status(refresh=False)
+    state = _STATES.get(status, "pending")
+    errors = list(meta.get("errors", []))
+    if state == "done" and meta.get("canceled"):
+        state = "canceled"
+    elif state == "done" and meta.get("failed"):
+        state = "failed"
+    elif state == "failed" and not errors:  # it failed outside the task's own code: RQ says why
+        result = job.latest_result()
+        why = (result.exc_string if result is not None else None) or "failed"
+        errors = [ABANDONED if "AbandonedJobError" in why else why.strip().splitlines()[-1]]
+    task = {
+        "task_id": job.id,
+        "kind": meta.get("kind"),
+        "state": state,
+        "progress": meta.get("progress", {}),
+        "result": job.return_value(refresh=False) if state == "done" else None,
+        "errors": errors,
+        "created_at": meta.get("created_at"),
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.ended_at),
+    }
+    if state == "running" and connection.exists(_CANCEL_KEY.format(job.id)):
+        task["cancel_requested"] = True
+    return task
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).isoformat()
+
+
+class TaskWorker(SimpleWorker):
+    """An RQ worker that runs each task in its own process (no fork per job: the graph runtime, its
+    event-loop thread and the embedder stay warm between tasks) and beats every HEARTBEAT_S while it
+    runs one, so a killed worker's task is seen abandoned within HEARTBEAT_TTL_S."""
+
+    def get_heartbeat_ttl(self, job: Job) -> int:
+        return HEARTBEAT_TTL_S
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        self.prepare_execution(job)
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat_until, args=(job, done), name="task-heartbeat", daemon=True)
+        beat.start()
+        try:
+            self.perform_job(job, queue)
+        finally:
+            done.set()
+            beat.join()
+        self.set_state(WorkerStatus.IDLE)
+
+    def _beat_until(self, job: Job, done: threading.Event) -> None:
+        while not done.wait(HEARTBEAT_S):
+            try:
+                self.maintain_heartbeats(job)
+            except Exception as error:  # a missed beat is retried; the task goes on
+                logger.warning("Task %s: heartbeat failed: %s", job.id, error)
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for the broker at `url` (redis://, rediss:// or unix://)."""
+    return redis.Redis.from_url(url)

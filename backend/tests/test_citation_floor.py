@@ -6,7 +6,7 @@ import pytest
 
 from app.report.agent import start_report
 from app.report.citation_floor import lower_of, without_citations, without_names
-from app.report.store import ReportStore
+from app.report.store import report_store
 from app.report.tools import FactJudgement
 from app.report.views import FactView
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, judge_requests, purpose
@@ -48,7 +48,7 @@ def judged_report(agent_backend, scripted_llm, score_fn, writer, question: str, 
                                 RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", **env)
     report_id, task = start_report(config, gid, question, max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
+    report = report_store(config).read(report_id)
     return report, {fact["uuid"]: fact["fact"] for step in report["log"] if step["kind"] == "tool"
                     for fact in step["search"]["facts"]}
 

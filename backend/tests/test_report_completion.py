@@ -12,7 +12,7 @@ from app.report.completion import (
     within_a_page,
 )
 from app.report.agent import start_report
-from app.report.store import ReportStore
+from app.report.store import report_store
 from app.report.views import FactView
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, purpose
 from tests.support.scripted_llm import server_error
@@ -144,7 +144,7 @@ def test_a_written_section_gains_a_sentence_for_its_best_uncited_fact(agent_back
     config, gid = agent_backend(judge_or_chat(chat_fn=writer_then_completer), REPORT_AGENT_MAX_TOOL_CALLS=4)
     report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
+    report = report_store(config).read(report_id)
     steps = report["log"]
     labels = {label: uuid for step in steps for label, uuid in (step.get("new_labels") or {}).items()}
     shown = [offerable_labels(step, labels) for step in steps if step["kind"] == "tool"]
@@ -175,7 +175,7 @@ def test_a_failed_completion_leaves_the_section_as_written(agent_backend, script
     config, gid = agent_backend(judge_or_chat(chat_fn=failing_completion), REPORT_AGENT_MAX_TOOL_CALLS=4)
     report_id, task = start_report(config, gid, "How often does the ferry sail?", max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
+    report = report_store(config).read(report_id)
     (section,) = report["sections"]
     assert len(section["cited"]) == 1 and section["completed"] == []
     (complete,) = [step for step in report["log"] if step["kind"] == "complete"]
@@ -200,7 +200,7 @@ def test_with_a_reranker_the_sections_question_orders_what_is_offered_and_listed
                                 REPORT_LISTED_FACTS=str(listed_facts))
     report_id, task = start_report(config, gid, question, max_sections=1)
     assert wait_for(task.task_id)["state"] == "done"
-    report = ReportStore(config.data_dir).read(report_id)
+    report = report_store(config).read(report_id)
     steps = report["log"]
     labels = {label: uuid for step in steps for label, uuid in (step.get("new_labels") or {}).items()}
     text = {fact["uuid"]: fact["fact"] for step in steps if step["kind"] == "tool" for fact in step["search"]["facts"]}

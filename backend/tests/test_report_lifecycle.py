@@ -1,22 +1,19 @@
-"""A report's state on disk tells the truth: a run that fails while writing is marked failed and
-leaves no temporary file, and a report whose process died (kill -9, then a restart over the same
-data) reads as "interrupted", not "running" forever. The app, its FalkorDB and the chat model are
+"""A report's state tells the truth: a run that fails while writing is marked failed and keeps what
+it wrote, a text the store cannot hold stores nothing, and a report whose worker died (kill -9 of the
+app that ran it, then a restart over the same data) reads as "interrupted", not "running" forever.
+The app, its FalkorDB (the reports' store and the task broker), its worker and the chat model are
 real (the model is the scripted HTTP server)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
 from app.report.agent import ReportAgent
-from app.report.store import ReportStore, new_report_id, now_iso
-from app.tasks import PROCESS_OWNER, owner_alive
+from app.report.store import ReportStore, new_report_id, now_iso, report_store
+from app.tasks import ABANDONED
 from tests.conftest import unique_graph_id
 from tests.support.app_process import AppProcess, call
 from tests.support.report_scripts import REPORT_FACTS, as_json, judge_or_chat, purpose
@@ -32,7 +29,14 @@ def quick_writer(messages, body):
     return "unexpected"
 
 
-def test_a_report_that_fails_while_writing_is_marked_failed_and_leaves_no_temporary_file(backend, scripted_llm):
+class StoreThatFailsTheLastWrite(ReportStore):
+    """The real store, whose write of report.md fails as a full disk would."""
+
+    def write_report(self, report_id, markdown):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_report_that_fails_while_writing_is_marked_failed_and_keeps_what_it_wrote(backend, scripted_llm):
     scripted_llm.responder = judge_or_chat(chat_fn=quick_writer)
     app, _ = backend(LLM_BASE_URL=scripted_llm.base_url, LLM_MODEL_NAME="writer", LLM_TIMEOUT_S=10)
     config = app.config["APP_CONFIG"]
@@ -40,12 +44,9 @@ def test_a_report_that_fails_while_writing_is_marked_failed_and_leaves_no_tempor
     graph = GraphitiAdapter(config).graph
     graph.create(gid)
     graph.import_facts(gid, REPORT_FACTS[:3])
-    store = ReportStore(config.data_dir)
+    store = StoreThatFailsTheLastWrite(report_store(config).connection)
     report_id = new_report_id()
-    store.create(report_id, {"graph_id": gid, "requirement": "ferries", "status": "queued",
-                             "created_at": now_iso(), "owner": PROCESS_OWNER})
-    # The last step, writing report.md, fails for real: a directory holds its name.
-    (store.folder(report_id) / "report.md").mkdir()
+    store.create(report_id, {"graph_id": gid, "requirement": "ferries", "status": "queued", "created_at": now_iso()})
 
     agent = ReportAgent(config, store=store, max_sections=1)
     try:
@@ -54,57 +55,35 @@ def test_a_report_that_fails_while_writing_is_marked_failed_and_leaves_no_tempor
     finally:
         agent.close()
 
-    meta = store.read(report_id)
-    assert meta["status"] == "failed" and "Error" in meta["error"] and meta["finished_at"]
-    assert sorted(path.name for path in store.folder(report_id).glob("*.tmp")) == []
-    assert (store.folder(report_id) / "section_01.md").is_file()  # what was written is kept
+    report = store.read(report_id)
+    assert report["status"] == "failed" and "OSError" in report["error"] and report["finished_at"]
+    assert report["markdown"] is None and store.read_outline(report_id) is not None  # what was written is kept
+    assert [step["kind"] for step in report["log"]][:1] == ["plan"]
 
 
-def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path):
-    store = ReportStore(tmp_path)
+def test_a_text_the_store_cannot_hold_stores_nothing(backend):
+    app, _ = backend()
+    store = report_store(app.config["APP_CONFIG"])
     report_id = new_report_id()
-    store.create(report_id, {"status": "queued", "owner": PROCESS_OWNER})
+    store.create(report_id, {"status": "queued"})
     with pytest.raises(UnicodeEncodeError):
         store.write_report(report_id, "text that UTF-8 cannot hold: \ud800")
-    assert [path.name for path in store.folder(report_id).iterdir()] == ["meta.json"]
+    assert store.read(report_id)["markdown"] is None
 
 
-def _dead_owner() -> str:
-    """The owner token of a process that has exited."""
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return f"{process.pid}:0123456789ab"
-
-
-# Named ids: the owners hold pids, and test workers (pytest-xdist) must collect the same test names.
-@pytest.mark.parametrize("owner, alive", [
-    pytest.param(PROCESS_OWNER, True, id="this-process"),
-    pytest.param(f"{os.getppid()}:0123456789ab", True, id="parent-process"),  # another live process
-    pytest.param(f"{os.getpid()}:0123456789ab", False, id="same-pid-other-token"),  # a restart with our pid
-    pytest.param(None, False, id="no-owner"),  # written before owners were recorded
-    pytest.param("not-a-pid", False, id="not-a-pid"),
-    pytest.param("\uff11\uff12:0123456789ab", False, id="fullwidth-digits"),
-])
-def test_owner_alive(owner, alive):
-    assert owner_alive(owner) is alive
-
-
-def test_only_active_reports_of_gone_processes_read_as_interrupted(tmp_path):
-    store = ReportStore(tmp_path)
-    cases = {
-        ("running", _dead_owner()): "interrupted",
-        ("queued", None): "interrupted",
-        ("running", PROCESS_OWNER): "running",
-        ("done", _dead_owner()): "done",
-        ("failed", None): "failed",
-    }
-    for (status, owner), expected in cases.items():
+def test_only_active_reports_whose_task_ended_read_as_interrupted(backend):
+    app, _ = backend()
+    store = report_store(app.config["APP_CONFIG"])
+    cases = {("running", "t_0123456789abcdef"): "interrupted", ("queued", "t_0123456789abcdee"): "interrupted",
+             ("done", "t_0123456789abcded"): "done", ("failed", None): "failed", ("running", None): "running"}
+    for (status, task_id), expected in cases.items():
         report_id = new_report_id()
-        store.create(report_id, {"status": status, **({"owner": owner} if owner else {})})
+        store.create(report_id, {"status": status, **({"task_id": task_id} if task_id else {})})
         body = store.read(report_id)
-        assert body["status"] == expected, (status, owner)
-        assert ("the app stopped" in body.get("error", "")) is (expected == "interrupted")
-        assert json.loads((store.folder(report_id) / "meta.json").read_text())["status"] == status  # reads only
+        assert body["status"] == expected, (status, task_id)
+        assert ("its task is gone" in body.get("error", "")) is (expected == "interrupted")
+        raw = store.connection.hget(f"mirofish:report:{report_id}:meta", "status")
+        assert raw.decode() == f'"{status}"'  # reading changes nothing stored
 
 
 def _chat_that_hangs_for(marker: str):
@@ -154,11 +133,11 @@ def test_after_kill_9_and_a_restart_reports_keep_their_state_and_a_running_one_s
             first.kill_hard()
 
         with AppProcess(data_dir, tmp_path / "second.log", **env) as second:
-            status, body = call(second.url(f"/api/report/{stuck['report_id']}"))
-            assert status == 200 and body["status"] == "interrupted", body
-            assert "the app stopped while the report was running" in body["error"]
+            # The killed worker's heartbeat runs out (HEARTBEAT_TTL_S): then its task is failed, with why.
+            body = _wait_for_report(second, stuck["report_id"], ("interrupted",), timeout_s=60)
+            assert "stopped while the report was running" in body["error"] and ABANDONED in body["error"]
             status, body = call(second.url(f"/api/report/{done['report_id']}"))
             assert status == 200 and body["status"] == finished["status"] == "done"
             assert body["summary"] == finished["summary"] and body["markdown"] == finished["markdown"]
-            status, body = call(second.url(f"/api/tasks/{stuck['task_id']}"))  # tasks live in memory only
-            assert status == 404 and "GET /api/report/<report_id>" in body["error"]["message"]
+            status, body = call(second.url(f"/api/tasks/{stuck['task_id']}"))  # tasks outlive the app
+            assert status == 200 and body["state"] == "failed" and body["errors"] == [ABANDONED], body

@@ -14,7 +14,7 @@ import pytest
 import app
 from app.graph.runtime import GraphitiAdapter
 from app.report.agent import ReportAgent
-from app.report.store import ReportStore, new_report_id, now_iso
+from app.report.store import new_report_id, now_iso, report_store
 from tests.conftest import unique_graph_id
 
 pytestmark = pytest.mark.local_model
@@ -43,7 +43,7 @@ def test_real_model_writes_a_short_report_citing_only_existing_facts(backend, lo
     facts = [json.loads(line) for line in SAMPLE_GRAPH.read_text(encoding="utf-8").splitlines() if line.strip()]
     graph.import_facts(gid, facts)
 
-    store = ReportStore(config.data_dir)
+    store = report_store(config)
     report_id = new_report_id()
     store.create(report_id, {"graph_id": gid, "requirement": REQUIREMENT, "status": "queued", "created_at": now_iso()})
     # One section, two tool calls, three hits per search: a few dozen model requests on a 2-core CPU.

@@ -16,7 +16,7 @@ from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.episodes import chunk_text
 from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
 from app.graph.search import SCOPES, SearchOutcome
-from app.tasks import tasks
+from app.tasks import ENDED_STATES
 
 bp = Blueprint("graph", __name__, url_prefix="/api/graph")
 
@@ -85,13 +85,17 @@ def delete_graph(graph_id: str):
     """200 when the graph is gone within DELETE_WAIT_S; else 202 and the deletion goes on as a
     task (a large graph on Neo4j takes many batches): GET /api/tasks/<task_id> shows its progress."""
     graph_id = known_graph_id(graph_id)  # an unknown graph is a 404 here, not a failed task
-    graph = adapter().graph
-    task = tasks.start("graph_delete", lambda task: graph.delete(graph_id, progress=task.progress))
-    if not task.wait(DELETE_WAIT_S):
-        return {"deleted": graph_id, "task_id": task.task_id, "state": task.state}, 202
-    if task.exception is not None:
-        raise task.exception  # the same answer as a failed synchronous call (404, 503, 504...)
-    return {"deleted": graph_id, "task_id": task.task_id, "state": task.state}
+    tasks = adapter().tasks
+    handle = tasks.start("graph_delete", "app.graph.background:delete_graph", graph_id)
+    task = tasks.queue.wait(handle.task_id, DELETE_WAIT_S)
+    if task["state"] not in ENDED_STATES:
+        return {"deleted": graph_id, "task_id": handle.task_id, "state": task["state"]}, 202
+    if task["state"] == "failed":
+        error = tasks.queue.exception(handle.task_id)
+        if error is not None:
+            raise error  # the same answer as a failed synchronous call (404, 503, 504...)
+        raise ApiError(500, "delete_failed", "; ".join(task["errors"]) or "the deletion failed")
+    return {"deleted": graph_id, "task_id": handle.task_id, "state": task["state"]}
 
 
 @bp.post("/<graph_id>/facts")
@@ -127,20 +131,7 @@ def add_episodes(graph_id: str):
     if len(text) > MAX_EPISODE_CHARS:
         raise ApiError(413, "text_too_large", f"text is longer than {MAX_EPISODE_CHARS} characters")
     chunks = chunk_text(text)
-    graph = adapter().graph
-
-    def ingest(task):
-        task.progress = {"chunks_done": 0, "chunks_total": len(chunks)}
-        done = []
-        for index, chunk in enumerate(chunks, start=1):
-            try:
-                done.append(graph.add(graph_id, chunk, name=f"{name}-{index}"))
-            except Exception as error:  # one bad chunk must not lose the others
-                task.errors.append(f"chunk {index}: {type(error).__name__}: {error}")
-            task.progress["chunks_done"] = index
-        return {"episodes": done} if done else None
-
-    task = tasks.start("episodes", ingest)
+    task = adapter().tasks.start("episodes", "app.graph.background:add_episodes", graph_id, chunks, name)
     return {"task_id": task.task_id, "chunks": len(chunks)}, 202
 
 

@@ -1,19 +1,25 @@
-"""Report API: run one report tool, start a report (a background task), read a stored report.
+"""Report API: run one report tool, start, list, read, cancel and delete reports.
 
-    POST /api/report/<graph_id>/tools/<tool>   JSON arguments -> {"tool", "result", "text"}
-    POST /api/report/<graph_id>                {"requirement", "max_sections"?} -> 202 {"report_id", "task_id"}
-    GET  /api/report/<report_id>               markdown, sections, outline and the step log
-Progress of a running report: GET /api/tasks/<task_id>.
+    POST   /api/report/<graph_id>/tools/<tool>   JSON arguments -> {"tool", "result", "text"}
+    POST   /api/report/<graph_id>                {"requirement", "max_sections"?} -> 202 {"report_id", "task_id"}
+    GET    /api/report                           reports newest first (?graph_id=, ?limit=, ?offset=), no text
+    GET    /api/report/<report_id>               markdown, sections, outline and the step log
+    POST   /api/report/<report_id>/cancel        stop a queued or running report (its status ends "canceled")
+    DELETE /api/report/<report_id>               cancel it if it runs, then remove it
+Progress of a running report: GET /api/tasks/<task_id>. Reports live on the task broker, so every
+API process answers for every report.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint
+from flask import Blueprint, request
 
 from app.api.errors import ApiError
-from app.api.validation import app_config, int_field, json_object, known_graph_id, text_field
+from app.api.validation import (
+    adapter, app_config, graph_id_param, int_field, json_object, known_graph_id, text_field,
+)
 from app.report.agent import start_report
-from app.report.store import ReportStore, UnknownReportError, validate_report_id
+from app.report.store import ACTIVE_STATUSES, ReportStore, UnknownReportError, validate_report_id
 from app.report.tool_args import ToolArgumentError
 from app.report.tool_registry import TOOL_NAMES, TOOLS
 from app.report.tools import ReportTools
@@ -22,6 +28,18 @@ bp = Blueprint("report", __name__, url_prefix="/api/report")
 
 MAX_REQUIREMENT_CHARS = 4000
 MAX_SECTIONS = 6
+MAX_LISTED = 200
+
+
+def _store() -> ReportStore:
+    return ReportStore(adapter().tasks.queue.connection)
+
+
+def _report_id(report_id: str) -> str:
+    try:
+        return validate_report_id(report_id)
+    except ValueError as error:
+        raise ApiError(400, "invalid_report_id", str(error)) from None
 
 
 @bp.post("/<graph_id>/tools/<tool>")
@@ -56,13 +74,54 @@ def create_report(graph_id: str):
     return {"report_id": report_id, "task_id": task.task_id, "graph_id": graph_id}, 202
 
 
+@bp.get("")
+def list_reports():
+    query = dict(request.args)
+    unknown = sorted(set(query) - {"graph_id", "limit", "offset"})
+    if unknown:
+        raise ApiError(400, "unknown_parameter", f"unknown parameter(s) {unknown}; allowed: ['graph_id', 'limit', 'offset']")
+    graph_id = query.get("graph_id")
+    if graph_id is not None:
+        graph_id = graph_id_param(graph_id)
+    limit = int_field(query, "limit", default=50, minimum=1, maximum=MAX_LISTED)
+    offset = int_field(query, "offset", default=0, minimum=0, maximum=10**9)
+    return {"reports": _store().list(graph_id=graph_id, limit=limit, offset=offset), "limit": limit, "offset": offset}
+
+
 @bp.get("/<report_id>")
 def get_report(report_id: str):
     try:
-        validate_report_id(report_id)
-    except ValueError as error:
-        raise ApiError(400, "invalid_report_id", str(error)) from None
-    try:
-        return ReportStore(app_config().data_dir).read(report_id)
+        return _store().read(_report_id(report_id))
     except UnknownReportError as error:
         raise ApiError(404, "report_not_found", str(error)) from None
+
+
+def _cancel(store: ReportStore, report_id: str) -> dict:
+    """Ask the report's task to stop; the report as it reads then."""
+    meta = store.meta(report_id)
+    if meta.get("status") in ACTIVE_STATUSES and meta.get("task_id"):
+        adapter().tasks.queue.cancel(meta["task_id"])
+        if store.meta(report_id).get("status") == "queued":  # taken off the queue before any step ran
+            store.update_meta(report_id, status="canceled")
+    return store.meta(report_id)
+
+
+@bp.post("/<report_id>/cancel")
+def cancel_report(report_id: str):
+    store = _store()
+    try:
+        return _cancel(store, _report_id(report_id))
+    except UnknownReportError as error:
+        raise ApiError(404, "report_not_found", str(error)) from None
+
+
+@bp.delete("/<report_id>")
+def delete_report(report_id: str):
+    store = _store()
+    report_id = _report_id(report_id)
+    try:
+        _cancel(store, report_id)
+    except UnknownReportError as error:
+        raise ApiError(404, "report_not_found", str(error)) from None
+    store.delete(report_id)  # a task still finishing its step writes nothing back: the report is gone
+    return {"deleted": report_id}

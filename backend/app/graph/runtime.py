@@ -36,6 +36,7 @@ from app.graph.loop import GraphTimeoutError, cancel_index_builds, run_on_loop
 from app.graph.operations import GraphOperations
 from app.graph.schema_json_client import SchemaGuidedJsonClient
 from app.graph.search_hook import GraphSearch
+from app.graph.task_broker import TaskBroker, build_task_broker, configured_broker_url
 from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
@@ -80,6 +81,9 @@ class GraphitiRuntime:
     database_lost: bool = False
     # When a restart of the embedded database failed, and how it was answered (see _revive_embedded_db).
     restart_failed: tuple[float, GraphUnavailableError] | None = None
+    # The background-task queue (app/graph/task_broker.py), and the broker server when the app started one.
+    tasks: TaskBroker | None = None
+    broker_server: LocalServer | None = None
 
     def __post_init__(self) -> None:
         self.graph_lock = GraphLocks(lambda: self.driver_for(graph_store.REGISTRY_GRAPH),
@@ -315,7 +319,38 @@ async def _build_runtime(config: Config) -> GraphitiRuntime:
         config.reranker_provider,
         config.reranker_model if provider_for(config).judges else "-",
     )
-    return GraphitiRuntime(graphiti=graphiti, config=config, reranker=reranker, embedded_db=embedded)
+    runtime = GraphitiRuntime(graphiti=graphiti, config=config, reranker=reranker, embedded_db=embedded)
+    try:
+        runtime.tasks, runtime.broker_server = _start_task_broker(config, embedded)
+    except BaseException:
+        await _discard(graphiti.driver, embedded)
+        raise
+    return runtime
+
+
+def _start_task_broker(config: Config, embedded: LocalServer | None) -> tuple[TaskBroker, LocalServer | None]:
+    """The queue on the broker the settings name, else on the embedded FalkorDB, else on a broker
+    started here; the app runs the workers itself when the broker is its own (task_broker.py)."""
+    url = configured_broker_url(config)
+    if url is not None:
+        return build_task_broker(config, url, own=False, database_env={}), None
+    if config.graph_backend == "falkordb":  # the embedded FalkorDB is a redis server too
+        url = f"redis://{embedded.host}:{embedded.port}"
+        return build_task_broker(config, url, own=True, database_env={"FALKORDB_URL": url}), None
+    if config.neo4j_uri:
+        logger.warning("QUEUE_URL is unset: background tasks queue on a broker of this process's own, "
+                       "which other replicas do not share; name a Redis in QUEUE_URL to share them")
+    try:
+        broker = _embedded_module("app.graph.embedded_falkordb").EmbeddedFalkorDB(config.data_dir / "broker")
+    except RuntimeError as error:
+        raise GraphUnavailableError(f"QUEUE_URL is unset and no broker can be started here ({error}); "
+                                    "set QUEUE_URL to the Redis the API processes and workers share") from None
+    broker.start()  # on the loop thread, as the embedded database: it lives as long as the process
+    connection = embedded.connection if embedded is not None else None
+    database_env = {"NEO4J_URI": connection.uri, "NEO4J_USER": connection.user,
+                    "NEO4J_PASSWORD": connection.password} if connection is not None else {}
+    url = f"redis://{broker.host}:{broker.port}"
+    return build_task_broker(config, url, own=True, database_env=database_env), broker
 
 
 def _get_graphiti(config: Config | None = None) -> GraphitiRuntime:
@@ -403,8 +438,11 @@ def reset_graphiti() -> None:
         run_on_loop(_close(runtime.graphiti), timeout=20)
     except Exception as error:  # closing must never stop a shutdown
         logger.debug("Graphiti close failed: %s", error)
-    if runtime.embedded_db is not None:
-        runtime.embedded_db.stop()
+    if runtime.tasks is not None:
+        runtime.tasks.stop()
+    for server in (runtime.broker_server, runtime.embedded_db):
+        if server is not None:
+            server.stop()
 
 
 class GraphitiAdapter:
@@ -416,6 +454,11 @@ class GraphitiAdapter:
     @property
     def runtime(self) -> GraphitiRuntime:
         return _get_graphiti(self._config)
+
+    @property
+    def tasks(self) -> TaskBroker:
+        """The background-task queue every process on this database shares (task_broker.py)."""
+        return self.runtime.tasks
 
     @property
     def graph(self) -> GraphOperations:

@@ -21,14 +21,14 @@ logger = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """Runs in the child before exec: the kernel sends SIGTERM when the parent thread exits.
+def die_with_parent(signal_number: int = signal.SIGTERM) -> None:
+    """Runs in the child before exec: the kernel sends `signal_number` when the parent thread exits.
 
     This is what keeps a kill -9 of the app from leaving an orphan server behind. Both servers treat
     SIGTERM as a clean shutdown (redis flushes its append-only file, the JVM closes its databases).
     """
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal_number)
     except OSError:
         pass
 

@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.config import Config
+from app.graph.runtime import GraphitiAdapter
 from app.report import prompts as prompts
 from app.report.completion import within_a_page
 from app.report.fact_book import FactBook
@@ -43,13 +44,13 @@ from app.report.sections import (
     SectionDraft, note_if_uncited, report_markdown, section_entry, section_markdown, section_totals,
 )
 from app.report.review import SectionReview
-from app.report.store import ReportStore, ms_since, new_report_id, now_iso
+from app.report.store import CANCELED, ReportStore, ms_since, new_report_id, now_iso, report_store
 from app.report.tool_args import ToolArgumentError, UnknownToolError
 from app.report.tool_registry import SEARCH_GRAPH, TOOLS, ReportTool, tool_named
 from app.report.tools import NEIGHBOURHOOD_ENTITIES, ReportTools
 from app.report.views import UUID_CHARS, UUID_PATTERN, BudgetedText
 from app.report.written import check_written, final_answer
-from app.tasks import PROCESS_OWNER, Task, tasks
+from app.tasks import TaskCanceled, TaskContext, TaskHandle, new_task_id
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class ReportAgent:
                  planned_calls: int = PLANNED_CALLS) -> None:
         self.config = config
         self.planned_calls = planned_calls
-        self.store = store or ReportStore(config.data_dir)
+        self.store = store or report_store(config)
         self.llm = llm or ReportLLM.from_config(config)
         self.tools = ReportTools(config, llm=self.llm)
         self.max_sections = max_sections
@@ -448,30 +449,43 @@ class ReportAgent:
 
 
 def start_report(config: Config, graph_id: str, requirement: str, max_sections: int = DEFAULT_MAX_SECTIONS,
-                 planned_calls: int = PLANNED_CALLS) -> tuple[str, Task]:
-    """Create the report folder and run the agent as a background task; (report_id, task)."""
-    store = ReportStore(config.data_dir)
-    report_id = new_report_id()
+                 planned_calls: int = PLANNED_CALLS) -> tuple[str, TaskHandle]:
+    """Store the report as queued and queue the agent's run as a background task; (report_id, task)."""
+    tasks = GraphitiAdapter(config).tasks
+    store = ReportStore(tasks.queue.connection)
+    report_id, task_id = new_report_id(), new_task_id()
     store.create(report_id, {"graph_id": graph_id, "requirement": requirement, "status": "queued",
                              "created_at": now_iso(), "max_sections": max_sections,
                              "max_tool_calls_per_section": config.report_agent_max_tool_calls,
-                             "owner": PROCESS_OWNER})  # a reader after a restart sees it was interrupted
+                             "task_id": task_id})
+    try:
+        task = tasks.start("report", "app.report.agent:run_report_task", report_id, graph_id, requirement,
+                           max_sections, planned_calls, task_id=task_id)
+    except Exception as error:  # never queued: the report must not stay "queued"
+        store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
+                          finished_at=now_iso())
+        raise
+    return report_id, task
 
-    def work(task: Task) -> dict | None:
-        try:
-            store.update_meta(report_id, task_id=task.task_id)
-            agent = ReportAgent(config, store=store, max_sections=max_sections, planned_calls=planned_calls)
-        except Exception as error:  # the agent never started: the report must not stay "queued"
-            store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
-                              finished_at=now_iso())
-            raise
-        try:
-            summary = agent.run(report_id, graph_id, requirement, task.progress)
-        finally:
-            agent.close()
-        if not summary["sections_by_model"]:
-            task.errors.append("the model wrote no section; see the report's log")
-            return None
-        return summary
 
-    return report_id, tasks.start("report", work)
+def run_report_task(task: TaskContext, report_id: str, graph_id: str, requirement: str, max_sections: int,
+                    planned_calls: int) -> dict | None:
+    """A worker's run of one report (queued by start_report), on the worker's own settings."""
+    store = ReportStore(task.connection)
+    try:
+        agent = ReportAgent(Config.from_env(), store=store, max_sections=max_sections, planned_calls=planned_calls)
+    except Exception as error:  # the agent never started: the report must not stay "queued"
+        store.update_meta(report_id, status="failed", error=f"{type(error).__name__}: {error}",
+                          finished_at=now_iso())
+        raise
+    try:
+        summary = agent.run(report_id, graph_id, requirement, task.progress)
+    except TaskCanceled:
+        store.update_meta(report_id, status=CANCELED, finished_at=now_iso())
+        raise
+    finally:
+        agent.close()
+    if not summary["sections_by_model"]:
+        task.add_error("the model wrote no section; see the report's log")
+        return None
+    return summary

@@ -1,30 +1,47 @@
-"""Reports on disk: `<data_dir>/reports/<report_id>/` holds meta.json, outline.json, one markdown
-file per section, report.md and steps.jsonl (one line per agent step).
+"""Reports where every API process and worker reads them: on the task broker (a Redis server, the
+one the background tasks queue on), beside the task that writes them.
 
-Report ids are generated here and validated before they become paths, so an id from a request
-can never leave the reports folder. Whole files are replaced atomically (a failed write leaves no
-temporary file); the step log is only appended to, and a reader skips a last line still being written.
-A report stored as queued or running whose writing process is gone reads as "interrupted".
+A report is a hash of meta fields (each a JSON value, so one field changes without rewriting the
+others), a hash of its files (the outline, one markdown file per section, report.md) and a list of
+steps (one JSON line per agent step), all under `mirofish:report:<report_id>:`, and its id in an
+index sorted by creation time. Every write after the creation lands only while the report exists
+(one server-side script checks and writes), so a report deleted while its task still runs is never
+written back. A report stored as queued or running whose task has failed or is gone reads as
+"interrupted", with the task's reason.
+
+Report ids are generated here and validated before they become keys.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import threading
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from app.tasks import owner_alive
+import redis
+
+from app.config import Config
+from app.graph.runtime import GraphitiAdapter
+from app.tasks import TaskQueue
 
 REPORT_ID_PATTERN = re.compile(r"^r_[0-9a-f]{16}$")
-_lock = threading.Lock()  # meta.json is read-modify-written by the agent and the API
 ACTIVE_STATUSES = ("queued", "running")
-INTERRUPTED = "interrupted"  # was active when the process writing it stopped (a restart, a crash)
+INTERRUPTED = "interrupted"  # was active when the task writing it stopped (a killed worker, a timeout)
+CANCELED = "canceled"
+_PREFIX = "mirofish:report:"
+_INDEX = "mirofish:reports"  # report ids by creation time
+OUTLINE_FILE = "outline.json"
+REPORT_FILE = "report.md"
+
+# Write only while the report's meta exists: KEYS[1] the meta, KEYS[2] the target; ARGV[1] the command.
+_WRITE_IF_EXISTS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call(ARGV[1], KEYS[2], unpack(ARGV, 2))
+return 1
+"""
 
 
 class UnknownReportError(LookupError):
@@ -50,92 +67,112 @@ def ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:  # text that cannot be encoded, a full disk: no half-written file stays behind
-        temporary.unlink(missing_ok=True)
-        raise
+def report_store(config: Config) -> "ReportStore":
+    """The reports on the broker that the app's background tasks share."""
+    return ReportStore(GraphitiAdapter(config).tasks.queue.connection)
 
 
 class ReportStore:
-    def __init__(self, data_dir: Path) -> None:
-        self.root = Path(data_dir).resolve() / "reports"
+    def __init__(self, connection: redis.Redis) -> None:
+        self.connection = connection
+        self._write = connection.register_script(_WRITE_IF_EXISTS)
 
-    def folder(self, report_id: str) -> Path:
-        folder = (self.root / validate_report_id(report_id)).resolve()
-        if folder.parent != self.root:  # cannot happen with a valid id; kept as a second guard
-            raise ValueError("report id escapes the reports folder")
-        return folder
+    def _key(self, report_id: str, part: str) -> str:
+        return f"{_PREFIX}{validate_report_id(report_id)}:{part}"
 
     def create(self, report_id: str, meta: dict[str, Any]) -> None:
-        folder = self.folder(report_id)
-        folder.mkdir(parents=True, exist_ok=False)
-        _write_atomic(folder / "meta.json", json.dumps({"report_id": report_id, **meta}, indent=2))
+        fields = {name: json.dumps(value) for name, value in {"report_id": report_id, **meta}.items()}
+        with self.connection.pipeline() as pipeline:
+            pipeline.hset(self._key(report_id, "meta"), mapping=fields)
+            pipeline.zadd(_INDEX, {report_id: time.time()})
+            pipeline.execute()
 
-    def update_meta(self, report_id: str, **changes: Any) -> dict[str, Any]:
-        path = self.folder(report_id) / "meta.json"
-        with _lock:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-            meta.update(changes)
-            _write_atomic(path, json.dumps(meta, indent=2))
-        return meta
+    def _write_if_exists(self, report_id: str, target: str, command: str, *args: Any) -> bool:
+        return bool(self._write(keys=[self._key(report_id, "meta"), self._key(report_id, target)],
+                                args=[command, *args]))
+
+    def update_meta(self, report_id: str, **changes: Any) -> bool:
+        """Whether the report still existed to take the changes."""
+        pairs = [item for name, value in changes.items() for item in (name, json.dumps(value))]
+        return self._write_if_exists(report_id, "meta", "HSET", *pairs)
 
     def write_outline(self, report_id: str, outline: dict[str, Any]) -> None:
-        _write_atomic(self.folder(report_id) / "outline.json", json.dumps(outline, indent=2))
+        self._write_if_exists(report_id, "files", "HSET", OUTLINE_FILE, json.dumps(outline, indent=2))
 
     def write_section(self, report_id: str, index: int, markdown: str) -> str:
         name = f"section_{index:02d}.md"
-        _write_atomic(self.folder(report_id) / name, markdown)
+        self._write_if_exists(report_id, "files", "HSET", name, markdown)
         return name
 
     def write_report(self, report_id: str, markdown: str) -> None:
-        _write_atomic(self.folder(report_id) / "report.md", markdown)
+        self._write_if_exists(report_id, "files", "HSET", REPORT_FILE, markdown)
 
     def append_step(self, report_id: str, step: dict[str, Any]) -> None:
         line = json.dumps(step, ensure_ascii=False, default=str)
-        with open(self.folder(report_id) / "steps.jsonl", "a", encoding="utf-8") as log:
-            log.write(line + "\n")
+        self._write_if_exists(report_id, "steps", "RPUSH", line)
 
     def exists(self, report_id: str) -> bool:
-        return (self.folder(report_id) / "meta.json").is_file()
+        return bool(self.connection.exists(self._key(report_id, "meta")))
+
+    def meta(self, report_id: str) -> dict[str, Any]:
+        """The stored meta, with an active status whose task has ended said as it is."""
+        raw = self.connection.hgetall(self._key(report_id, "meta"))
+        if not raw:
+            raise UnknownReportError(f"report {report_id!r} does not exist")
+        return self._current({name.decode(): json.loads(value) for name, value in raw.items()})
 
     def read(self, report_id: str) -> dict[str, Any]:
         """Meta, the final markdown (None until written), the sections written so far and the log."""
-        folder = self.folder(report_id)
-        if not (folder / "meta.json").is_file():
-            raise UnknownReportError(f"report {report_id!r} does not exist")
-        meta = _current(json.loads((folder / "meta.json").read_text(encoding="utf-8")))
-        report = folder / "report.md"
-        sections = [
-            {**entry, "markdown": _read_text(folder / entry["file"])}
-            for entry in meta.get("sections", []) if entry.get("file")
-        ]
-        return {**meta, "markdown": report.read_text(encoding="utf-8") if report.is_file() else None,
-                "sections": sections, "log": self.read_log(report_id)}
+        meta = self.meta(report_id)
+        files = {name.decode(): value.decode("utf-8")
+                 for name, value in self.connection.hgetall(self._key(report_id, "files")).items()}
+        sections = [{**entry, "markdown": files.get(entry["file"])}
+                    for entry in meta.get("sections", []) if entry.get("file")]
+        return {**meta, "markdown": files.get(REPORT_FILE), "sections": sections, "log": self.read_log(report_id)}
+
+    def read_outline(self, report_id: str) -> dict[str, Any] | None:
+        raw = self.connection.hget(self._key(report_id, "files"), OUTLINE_FILE)
+        return json.loads(raw) if raw is not None else None
 
     def read_log(self, report_id: str) -> list[dict[str, Any]]:
-        path = self.folder(report_id) / "steps.jsonl"
-        if not path.is_file():
-            return []
-        steps = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        return [json.loads(line) for line in self.connection.lrange(self._key(report_id, "steps"), 0, -1)]
+
+    def list(self, *, graph_id: str | None = None, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """Reports newest first, as their meta (no text); `graph_id` keeps one graph's."""
+        listed: list[dict[str, Any]] = []
+        skipped = 0
+        for report_id in self.connection.zrevrange(_INDEX, 0, -1):
             try:
-                steps.append(json.loads(line))
-            except ValueError:  # the line being written right now
+                meta = self.meta(report_id.decode())
+            except UnknownReportError:  # deleted between the two reads
                 continue
-        return steps
+            if graph_id is not None and meta.get("graph_id") != graph_id:
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            listed.append(meta)
+            if len(listed) >= limit:
+                break
+        return listed
 
+    def delete(self, report_id: str) -> bool:
+        """Remove the report and every part of it; whether it existed."""
+        with self.connection.pipeline() as pipeline:
+            pipeline.delete(*(self._key(report_id, part) for part in ("meta", "files", "steps")))
+            pipeline.zrem(_INDEX, report_id)
+            removed, _ = pipeline.execute()
+        return bool(removed)
 
-def _current(meta: dict[str, Any]) -> dict[str, Any]:
-    """The stored meta, with an active status its writer can no longer change said as it is."""
-    if meta.get("status") in ACTIVE_STATUSES and not owner_alive(meta.get("owner")):
-        return {**meta, "status": INTERRUPTED, "error": f"the app stopped while the report was {meta['status']}; "
-                "what was written so far is kept, start a new report for the rest"}
-    return meta
-
-
-def _read_text(path: Path) -> str | None:
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+    def _current(self, meta: dict[str, Any]) -> dict[str, Any]:
+        if meta.get("status") not in ACTIVE_STATUSES or not meta.get("task_id"):
+            return meta
+        task = TaskQueue(self.connection).get(meta["task_id"])
+        if task is not None and task["state"] in ("pending", "running"):
+            return meta
+        if task is not None and task["state"] == "canceled":
+            return {**meta, "status": CANCELED}
+        reason = "; ".join(task["errors"]) if task is not None and task["errors"] else "its task is gone"
+        return {**meta, "status": INTERRUPTED,
+                "error": f"the report's task stopped while the report was {meta['status']} ({reason}); "
+                         "what was written so far is kept, start a new report for the rest"}
