@@ -282,6 +282,8 @@ class Config:
     task_max_kept: int = DEFAULT_TASK_MAX_KEPT
 
     log_level: str = "INFO"
+    # One INFO line per request on the `app.access` logger (app/api/request_log.py).
+    access_log: bool = True
 
     def __post_init__(self) -> None:
         if self.reranker_fusion_weight + self.reranker_cosine_weight > 1.0 + 1e-9:
@@ -384,6 +386,7 @@ class Config:
             max_request_bytes=_int("MAX_REQUEST_BYTES", cls.max_request_bytes, 1024),
             search_timeout_s=_float("SEARCH_TIMEOUT_S", cls.search_timeout_s, 1),
             log_level=_choice("LOG_LEVEL", "INFO", LOG_LEVELS).upper(),
+            access_log=_choice("ACCESS_LOG", "on", ("on", "off")) == "on",
             report_agent_max_tool_calls=_int(
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),

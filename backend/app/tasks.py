@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 
 from app.config import DEFAULT_TASK_MAX_KEPT, DEFAULT_TASK_TTL_S
+from app.request_id import with_request_id
 
 logger = logging.getLogger(__name__)
 
@@ -93,12 +94,13 @@ class TaskRegistry:
             self._evict()
 
     def start(self, kind: str, work: Callable[[Task], dict | None]) -> Task:
-        """Run `work(task)` in a daemon thread; it updates task.progress as it goes."""
+        """Run `work(task)` in a daemon thread, under the starting request's id; it updates
+        task.progress as it goes."""
         task = Task(task_id=f"t_{uuid.uuid4().hex[:16]}", kind=kind)
         with self._lock:
             self._evict()
             self._tasks[task.task_id] = task
-        threading.Thread(target=self._run, args=(task, work), name=f"task-{task.task_id}", daemon=True).start()
+        threading.Thread(target=with_request_id(self._run), args=(task, work), name=f"task-{task.task_id}", daemon=True).start()
         return task
 
     def _run(self, task: Task, work) -> None:

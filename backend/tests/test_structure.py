@@ -19,7 +19,9 @@ APP = BACKEND / "app"
 
 # Highest first; a module may import its own layer and any layer below it, never one above.
 # app.tasks (the background-task registry) is a leaf beside app.config: every layer may use it, it uses none.
-LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.rerank",), ("app.config", "app.tasks"))
+# So is app.request_id (the request id every layer's log lines carry).
+LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.rerank",),
+          ("app.config", "app.tasks", "app.request_id"))
 # Entry points and tools sit above every layer: they may import any of them, and they are the only
 # modules that may import inside a function (documented lazy imports: `create_app` in app/__init__.py
 # keeps `import app.config` free of Flask and Graphiti; the CLI, bench and demo load heavy tools on use).
