@@ -49,16 +49,19 @@ def create_app(config: Config | None = None) -> Flask:
 
     # Imported here, not at the top: `import app.config` (the local-model kit, stack_env) must not
     # pull in Flask blueprints, Graphiti and the database drivers.
-    from app.api import errors, graph, health, report, rerank, tasks
+    from app.api import errors, graph, health, metrics, report, rerank, tasks
     from app.api.auth import install_auth
     from app.api.request_log import install_request_log
     from app.cli import register_cli
+    from app.metrics import check_mode
 
-    # The request id first: a request the token check refuses has one and is logged too.
+    check_mode(config.prometheus_multiproc_dir)
+    # The request id and the timer first: a request the token check refuses is logged and timed too.
     install_request_log(app, config)
+    metrics.install_request_metrics(app)
     install_auth(app, config)
     errors.register(app)
-    for blueprint in (health.bp, graph.bp, tasks.bp, report.bp, rerank.bp):
+    for blueprint in (health.bp, graph.bp, tasks.bp, report.bp, rerank.bp, metrics.bp):
         app.register_blueprint(blueprint)
     register_cli(app)
     return app
