@@ -1,18 +1,27 @@
 """GET /metrics in one process (the test process: PROMETHEUS_MULTIPROC_DIR unset), on the real app:
-request latency by route, never by path; the job queue's hooks; the settings."""
+request latency by route, never by path; the reranker's latency, passages judged, score cache and
+circuit breaker over real HTTP to the scripted judge and the scripted rerank API; the job queue's hooks;
+the settings. Several processes adding up: tests/test_metrics_served.py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import create_app
 from app.config import Config
 from app.metrics import JOBS_FINISHED, job_finished, register_queue_depth
+from app.rerank import CircuitBreaker, RerankApiReranker, shared_breaker
+from app.rerank.rerank_api_client import RerankApiClient
+from tests.support.scripted_llm import judge, server_error
+from tests.support.scripted_rerank_api import ScriptedRerankApi
 
 TOKEN = "tok-SECRET-metrics-5e0a"
+QUERY = "harbor water utility reservoir town"
 
 
 def scrape(client, **headers) -> dict[tuple[str, tuple], float]:
@@ -30,6 +39,10 @@ def value(samples: dict, name: str, **labels: str) -> float:
 
 def requests_counted(samples: dict, method: str, route: str, status: str) -> float:
     return value(samples, "mirofish_http_request_duration_seconds_count", method=method, route=route, status=status)
+
+
+def rank_calls(samples: dict, outcome: str) -> float:
+    return value(samples, "mirofish_rerank_duration_seconds_count", outcome=outcome)
 
 
 def test_request_latency_is_labelled_by_route_method_and_status_never_by_path(client):
@@ -104,6 +117,116 @@ def test_job_outcomes_are_counted_by_kind_and_outcome(client):
         value(before, "mirofish_jobs_finished_total", kind="report", outcome="done") == 2
     assert value(after, "mirofish_jobs_finished_total", kind="episodes", outcome="failed") - \
         value(before, "mirofish_jobs_finished_total", kind="episodes", outcome="failed") == 1
+
+
+def _judging(backend, llm, **extra):
+    return backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=llm.base_url, RERANKER_MODEL="judge-model",
+                   RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5, **extra)
+
+
+def test_a_reranked_search_is_timed_and_its_judged_passages_and_cache_lookups_counted(
+        backend, scripted_llm, water_graph):
+    _, client = _judging(backend, scripted_llm)
+    before = scrape(client)
+    first = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
+    after_first = scrape(client)
+    requests_sent = scripted_llm.count
+    second = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
+    after_second = scrape(client)
+
+    def grew(name: str, since: dict, until: dict, **labels) -> float:
+        return value(until, name, **labels) - value(since, name, **labels)
+
+    assert first["reranked"] and first["judged"] == 8 and requests_sent == 8
+    assert grew("mirofish_rerank_duration_seconds_count", before, after_first, outcome="judged") == 1
+    assert grew("mirofish_rerank_passages_judged_total", before, after_first) == 8
+    assert grew("mirofish_rerank_score_cache_lookups_total", before, after_first, result="miss") == 8
+    assert grew("mirofish_rerank_score_cache_lookups_total", before, after_first, result="hit") == 0
+    # The same search again: every score from the cache, no model request, still eight judged.
+    assert second["judged"] == 8 and scripted_llm.count == requests_sent
+    assert grew("mirofish_rerank_duration_seconds_count", after_first, after_second, outcome="judged") == 1
+    assert grew("mirofish_rerank_passages_judged_total", after_first, after_second) == 8
+    assert grew("mirofish_rerank_score_cache_lookups_total", after_first, after_second, result="hit") == 8
+    assert grew("mirofish_rerank_score_cache_lookups_total", after_first, after_second, result="miss") == 0
+    assert grew("mirofish_rerank_duration_seconds_sum", before, after_first, outcome="judged") > 0
+    assert requests_counted(after_second, "POST", "/api/graph/<graph_id>/search", "200") - \
+        requests_counted(before, "POST", "/api/graph/<graph_id>/search", "200") == 2
+
+
+def test_the_breaker_gauge_follows_the_shared_breaker_and_a_fallback_is_counted(backend, scripted_llm, water_graph):
+    scripted_llm.responder = judge(lambda query, passage: server_error())
+    _, client = _judging(backend, scripted_llm, RERANKER_BREAKER_THRESHOLD=1, RERANKER_BREAKER_COOLDOWN_S=0)
+    before = scrape(client)
+    failed = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 2}).get_json()
+    opened = scrape(client)
+    scripted_llm.responder = judge(lambda query, passage: 0.5)
+    recovered = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY + " council", "limit": 2})
+    closed = scrape(client)
+
+    def states(samples):
+        return {state: value(samples, "mirofish_rerank_breaker_state", state=state)
+                for state in ("closed", "half_open", "open")}
+
+    assert failed["reranked"] is False
+    assert states(opened) == {"closed": 0, "half_open": 0, "open": 1}
+    assert rank_calls(opened, "fell_back") - rank_calls(before, "fell_back") == 1
+    assert value(opened, "mirofish_rerank_passages_judged_total") == value(before, "mirofish_rerank_passages_judged_total")
+    assert recovered.get_json()["reranked"] is True
+    assert states(closed) == {"closed": 1, "half_open": 0, "open": 0}  # through half_open, closed by a success
+
+
+def test_a_breaker_reports_each_state_it_enters_once():
+    now = [0.0]
+    breaker = CircuitBreaker(2, 10, clock=lambda: now[0])
+    seen: list[str] = []
+    breaker.report_to(seen.append)
+    breaker.record_success()  # still closed: nothing new
+    breaker.record_failure()
+    breaker.record_failure()  # the second in a row opens it
+    assert not breaker.allow()
+    now[0] = 11
+    assert breaker.allow()  # cool-down over: half_open
+    breaker.record_failure()  # one failure re-opens it
+    now[0] = 22
+    breaker.allow()
+    breaker.record_success()
+    assert seen == ["closed", "open", "half_open", "open", "half_open", "closed"]
+
+
+def test_the_rerank_api_provider_counts_its_cache_and_reports_its_shared_breaker():
+    passages = ["The water utility runs the reservoir.", "A bakery opened downtown.", "The harbor town votes."]
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    with ScriptedRerankApi("cohere") as server:
+        reranker = RerankApiReranker(RerankApiClient(base_url=server.base_url, model="m", api_key=None))
+        misses, hits = (sample("mirofish_rerank_score_cache_lookups_total", result=result) for result in ("miss", "hit"))
+        asyncio.run(reranker.judge_positions(QUERY, passages))
+        assert sample("mirofish_rerank_score_cache_lookups_total", result="miss") - misses == 3
+        asyncio.run(reranker.judge_positions(QUERY, passages))
+        assert sample("mirofish_rerank_score_cache_lookups_total", result="hit") - hits == 3
+        assert server.count == 1
+
+        config = Config(reranker_provider="rerank_api", reranker_base_url=server.base_url,
+                        reranker_model="shared-metrics-test", reranker_breaker_threshold=2)
+        breaker = shared_breaker(config)
+        assert sample("mirofish_rerank_breaker_state", state="closed") == 1
+        breaker.record_failure()
+        breaker.record_failure()
+        assert sample("mirofish_rerank_breaker_state", state="open") == 1
+        assert sample("mirofish_rerank_breaker_state", state="closed") == 0
+        breaker.record_success()
+        assert sample("mirofish_rerank_breaker_state", state="closed") == 1
+
+
+def test_a_private_breaker_does_not_move_the_gauge():
+    shared = shared_breaker(Config(reranker_provider="rerank_api", reranker_base_url="http://127.0.0.1:9",
+                                   reranker_model="gauge-private-test"))
+    shared.record_success()
+    private = CircuitBreaker(1, 30)
+    private.record_failure()
+    assert REGISTRY.get_sample_value("mirofish_rerank_breaker_state", {"state": "open"}) == 0
 
 
 def test_the_settings(monkeypatch, tmp_path):
