@@ -115,6 +115,18 @@ def _duration(name: str, default: str) -> str:
     return value
 
 
+def _shared_directory(name: str) -> Path | None:
+    """A directory that must exist and be writable when set: the processes write into it from their
+    first request on, so a wrong one fails at start, not in the middle of a request."""
+    raw = _env(name)
+    if raw is None:
+        return None
+    path = Path(raw)  # as prometheus_client reads it: no ~ expanded
+    if not path.is_dir() or not os.access(path, os.W_OK):
+        raise ValueError(f"{name} must be an existing, writable directory, got {raw!r}")
+    return path
+
+
 def _instructions(raw: str | None) -> str | None:
     """RERANKER_INSTRUCTIONS is free text, or the path of a file that holds it."""
     if raw is None:
@@ -286,6 +298,11 @@ class Config:
     task_workers: int = 1
 
     log_level: str = "INFO"
+    # Monitoring: one INFO line per request on the `app.access` logger; and, when several processes
+    # serve one API (gunicorn workers, job workers), the directory they share for Prometheus metrics
+    # (prometheus_client's multiprocess mode; app/metrics.py). Unset: each process counts on its own.
+    access_log: bool = True
+    prometheus_multiproc_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.reranker_fusion_weight + self.reranker_cosine_weight > 1.0 + 1e-9:
@@ -388,6 +405,8 @@ class Config:
             max_request_bytes=_int("MAX_REQUEST_BYTES", cls.max_request_bytes, 1024),
             search_timeout_s=_float("SEARCH_TIMEOUT_S", cls.search_timeout_s, 1),
             log_level=_choice("LOG_LEVEL", "INFO", LOG_LEVELS).upper(),
+            access_log=_choice("ACCESS_LOG", "on", ("on", "off")) == "on",
+            prometheus_multiproc_dir=_shared_directory("PROMETHEUS_MULTIPROC_DIR"),
             report_agent_max_tool_calls=_int(
                 "REPORT_AGENT_MAX_TOOL_CALLS", cls.report_agent_max_tool_calls, 1
             ),

@@ -29,6 +29,8 @@ from rq.job import Job, JobStatus
 from rq.worker import WorkerStatus
 
 from app.config import DEFAULT_TASK_TIMEOUT_S, DEFAULT_TASK_TTL_S
+from app.metrics import job_finished
+from app.request_id import bound_request_id, current_request_id
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +108,21 @@ class TaskContext:
 
 
 def run_task(target: str, *args: Any) -> Any:
-    """The function every job runs: import `target` ("module:function") and call it with a TaskContext.
-    A task that recorded errors and returned nothing failed; one that was canceled ends canceled."""
+    """The function every job runs: import `target` ("module:function") and call it with a TaskContext,
+    under the id of the request that started it (log lines of the task name it)."""
     job = get_current_job()
+    outcome = "failed"
+    with bound_request_id(job.meta.get("request_id")):
+        try:
+            result = _run_target(job, target, args)
+            outcome = "canceled" if job.meta.get("canceled") else "failed" if job.meta.get("failed") else "done"
+            return result
+        finally:
+            job_finished(job.meta.get("kind", "unknown"), outcome)
+
+
+def _run_target(job: Job, target: str, args: tuple) -> Any:
+    """A task that recorded errors and returned nothing failed; one that was canceled ends canceled."""
     context = TaskContext(job)
     module_name, _, function_name = target.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
@@ -178,7 +192,8 @@ class TaskQueue:
         task_id = task_id or new_task_id()
         self.queue.enqueue(run_task, target, *args, job_id=task_id, job_timeout=self.timeout_s,
                            result_ttl=self.ttl_s, failure_ttl=self.ttl_s, ttl=None,
-                           meta={"kind": kind, "progress": {}, "errors": [], "created_at": now_iso()})
+                           meta={"kind": kind, "progress": {}, "errors": [], "created_at": now_iso(),
+                                 "request_id": current_request_id()})
         return TaskHandle(task_id, self)
 
     def get(self, task_id: str) -> dict | None:

@@ -44,6 +44,8 @@ SEARCH_TRAIL = {
 }
 SEARCH_SUPPORT = {
     "api/errors.py": "JSON error bodies",
+    "api/metrics.py": "the request's latency, by route, for /metrics",
+    "api/request_log.py": "the request's id and its access line",
     "api/validation.py": "request checks",
     "graph/falkordb_driver.py": "the keyword query names the graph by the words its id was indexed under",
     "graph/local_embedder.py": "the query's embedding (EMBEDDING_PROVIDER=local)",

@@ -19,7 +19,10 @@ APP = BACKEND / "app"
 
 # Highest first; a module may import its own layer and any layer below it, never one above.
 # app.tasks (the background-task registry) is a leaf beside app.config: every layer may use it, it uses none.
-LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.rerank",), ("app.config", "app.tasks"))
+# So are app.metrics (the Prometheus metrics: the API serves them, the reranker and the job queue record
+# into them) and app.request_id (the request id every layer's log lines carry).
+LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.rerank",),
+          ("app.config", "app.tasks", "app.metrics", "app.request_id"))
 # Entry points and tools sit above every layer: they may import any of them, and they are the only
 # modules that may import inside a function (documented lazy imports: `create_app` in app/__init__.py
 # keeps `import app.config` free of Flask and Graphiti; the CLI, bench and demo load heavy tools on use).
@@ -278,6 +281,32 @@ def test_top_level_modules_are_checked_too():
     assert upward_imports({"app.config": {"app.tasks"}, "app.api.tasks": {"app.tasks"}}) == []
     assert unplaced(["app", "app.wsgi", "app.tasks", "app.config", "app.helpers", "app.cli.demo"]) == ["app.helpers"]
     assert unplaced(["app.apix", "app.cli_tools"]) == ["app.apix", "app.cli_tools"]  # packages, not name prefixes
+
+
+def test_the_observability_leaves_sit_at_the_bottom():
+    """The reranker records into app.metrics and the graph loop's lines carry app.request_id: both sit
+    beside app.config, so every layer may use them and they may use no layer above it."""
+    assert layer_of("app.metrics") == layer_of("app.request_id") == layer_of("app.config")
+    assert upward_imports({"app.rerank.cross_encoder": {"app.metrics"}, "app.tasks": {"app.request_id"}}) == []
+    assert upward_imports({"app.metrics": {"app.rerank"}, "app.request_id": {"app.api.errors"}}) == [
+        "app.metrics -> app.rerank", "app.request_id -> app.api.errors"]
+
+
+WEB_FRAMEWORK = ("flask", "werkzeug")
+
+
+def web_framework_imports(module: str) -> set[str]:
+    return {name for name in third_party_imports(module) if name.split(".")[0] in WEB_FRAMEWORK}
+
+
+def test_only_the_api_layer_and_the_entry_points_import_flask():
+    """Below app.api nothing knows it serves HTTP: the reranker, the graph and the metrics it records
+    work the same under a job worker or a benchmark."""
+    below_api = [module for module in module_names() if layer_of(module) not in (None, layer_of("app.api"))]
+    assert "app.metrics" in below_api and "app.rerank.cross_encoder" in below_api
+    assert {module: sorted(web_framework_imports(module)) for module in below_api
+            if web_framework_imports(module)} == {}
+    assert web_framework_imports("app.api.metrics") == {"flask"}  # the check sees Flask where it is imported
 
 
 def test_the_function_local_import_check_can_fail():

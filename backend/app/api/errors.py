@@ -1,4 +1,6 @@
-"""One error shape for the whole API: {"error": {"code", "message"}} with a 4xx/5xx status."""
+"""One error shape for the whole API: {"error": {"code", "message", "request_id"}} with a 4xx/5xx status.
+
+`request_id` is the request's id (app/api/request_log.py), as in its X-Request-ID header and its log lines."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from app.graph.fact_parsing import FactValidationError
 from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
 from app.graph.loop import GraphTimeoutError
 from app.graph.unavailable import GraphUnavailableError, as_unavailable
+from app.request_id import current_request_id
 
 logger = logging.getLogger(__name__)
 
@@ -23,14 +26,18 @@ class ApiError(Exception):
         self.headers = headers or {}  # e.g. Retry-After on a 503
 
 
+def error_body(code: str, message: str, **details) -> dict:
+    """The "error" object: code, message, what the error adds, and the request's id."""
+    return {"code": code, "message": message, **details, "request_id": current_request_id()}
+
+
 def error_response(status: int, code: str, message: str, **details):
-    body = {"error": {"code": code, "message": message, **details}}
-    return jsonify(body), status
+    return jsonify({"error": error_body(code, message, **details)}), status
 
 
 def graph_unavailable(error: GraphUnavailableError, **body):
     """503 graph_unavailable with Retry-After; `body` adds fields beside "error" (health)."""
-    response = jsonify({**body, "error": {"code": "graph_unavailable", "message": str(error), **error.details}})
+    response = jsonify({**body, "error": error_body("graph_unavailable", str(error), **error.details)})
     response.headers["Retry-After"] = str(int(error.retry_after_s))
     return response, 503
 

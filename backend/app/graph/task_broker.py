@@ -25,7 +25,8 @@ from pathlib import Path
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.server_process import die_with_parent, end
-from app.tasks import TaskHandle, TaskQueue, connect
+from app.metrics import register_queue_depth
+from app.tasks import QUEUE_NAME, TaskHandle, TaskQueue, connect
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ class TaskBroker:
     def __init__(self, queue: TaskQueue, workers: LocalWorkers | None) -> None:
         self.queue = queue
         self.workers = workers
+        # /metrics reads the queue's depth at each scrape, from the broker every process shares.
+        self._unregister_depth = register_queue_depth(lambda: {QUEUE_NAME: queue.depth()})
 
     def start(self, kind: str, target: str, *args, task_id: str | None = None) -> TaskHandle:
         if self.workers is not None:
@@ -105,6 +108,7 @@ class TaskBroker:
         return self.queue.start(kind, target, *args, task_id=task_id)
 
     def stop(self) -> None:
+        self._unregister_depth()
         if self.workers is not None:
             self.workers.stop()
         self.queue.connection.close()

@@ -11,6 +11,8 @@ class CircuitBreaker:
     """closed --threshold failures in a row--> open --cooldown--> half_open --success--> closed.
 
     In half_open every call may try the model; one failure re-opens it for another cooldown.
+    `report_to(callback)` has each state it enters told to `callback` (the process-wide breakers tell
+    /metrics, app/metrics.py).
     """
 
     def __init__(self, threshold: int, cooldown_s: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -24,6 +26,20 @@ class CircuitBreaker:
         self._consecutive_failures = 0
         self._opened_at = 0.0
         self._times_opened = 0
+        self._report: Callable[[str], None] | None = None
+
+    def report_to(self, callback: Callable[[str], None]) -> None:
+        """Tell `callback` the state now, and each state the breaker enters from now on."""
+        with self._lock:
+            self._report = callback
+            callback(self._state)
+
+    def _enter(self, state: str) -> None:
+        """Move to `state` (lock held)."""
+        if state != self._state:
+            self._state = state
+            if self._report is not None:
+                self._report(state)
 
     def allow(self) -> bool:
         """May a call use the model now? Moves open -> half_open once the cooldown is over."""
@@ -31,12 +47,12 @@ class CircuitBreaker:
             if self._state == "open":
                 if self._clock() - self._opened_at < self.cooldown_s:
                     return False
-                self._state = "half_open"
+                self._enter("half_open")
             return True
 
     def record_success(self) -> None:
         with self._lock:
-            self._state = "closed"
+            self._enter("closed")
             self._consecutive_failures = 0
 
     def record_failure(self) -> bool:
@@ -46,7 +62,7 @@ class CircuitBreaker:
             if self._state == "open":
                 return False
             if self._state == "half_open" or self._consecutive_failures >= self.threshold:
-                self._state = "open"
+                self._enter("open")
                 self._opened_at = self._clock()
                 self._times_opened += 1
                 return True

@@ -33,12 +33,16 @@ stage, and guarantees what graph search relies on:
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
   (every score cached) is served even while the breaker is open.
+
+Every call with passages is timed and counted on /metrics (app/metrics.py): its seconds by how it ended
+(judged, cut_short, fell_back) and the passages it judged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from abc import abstractmethod
 from collections import defaultdict, deque
 from dataclasses import replace
@@ -46,6 +50,7 @@ from typing import Any, Protocol
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
+from app.metrics import observe_rank_call
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.fusion import judged_order
 from app.rerank.judgement import (
@@ -180,6 +185,13 @@ class GuardedReranker(JudgingCrossEncoder):
 
     async def judge_positions(self, query: str, passages: list[str]) -> Judgement:
         """One guarded rank call: what the judge made of each position of `passages`. Never raises."""
+        started = time.perf_counter()
+        judgement = await self._guarded_judgement(query, passages)
+        if judgement.candidates:
+            observe_rank_call(rank_outcome(judgement), time.perf_counter() - started, judgement.judged)
+        return judgement
+
+    async def _guarded_judgement(self, query: str, passages: list[str]) -> Judgement:
         self.counters.add("calls")
         passages = list(passages)
         if not passages:
@@ -263,6 +275,13 @@ class GuardedReranker(JudgingCrossEncoder):
             exc_info=exc if _is_bug(exc) else None,
         )
         return fallback_judgement(len(passages), reason=f"{error_class}: {detail}")
+
+
+def rank_outcome(judgement: Judgement) -> str:
+    """How a rank call ended, as /metrics labels it (app/metrics.RANK_OUTCOMES)."""
+    if judgement.fell_back:
+        return "fell_back"
+    return "cut_short" if judgement.cut_short else "judged"
 
 
 def _error_class(exc: Exception) -> str:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import openai
 
 from app.config import RERANKER_SCORE_MODES as SCORE_MODES
+from app.metrics import score_cache_lookup
 from app.rerank.counters import CounterSet
 from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
 from app.rerank.request_waves import NOT_SENT, RequestWaves
@@ -146,6 +147,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         score = self._cache.get(score_key(self.model, PROMPT_VERSION, self._mode_in_use, query, passage))
         if score is not None:
             self.counters.add("cache_hits")
+            score_cache_lookup(hit=True)
         return score
 
     async def score(self, query: str, passage: str, *, waves: RequestWaves | None = None) -> float:
@@ -155,6 +157,8 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         cached = self.cached_score(query, passage)
         if cached is not None:
             return cached
+        if self._cache.enabled:  # a miss here, where the model is asked (a caller's own lookup missed too)
+            score_cache_lookup(hit=False)
         messages = build_judge_messages(query, passage, mode=mode, instructions=self.instructions)
         if mode == "logprobs":
             answer = await self._chat(messages, max_tokens=1, logprobs=True, waves=waves)

@@ -27,7 +27,8 @@ one process-wide `RerankApiReranker` per settings (`shared_rerank_api`), which g
 
 The circuit breaker belongs to the model, not to one caller: the one graph search's reranker uses
 (`judge_breaker`, or the shared rerank_api client's) is the one /api/rerank consults and feeds
-(`shared_breaker`), so a model that keeps failing is skipped by both.
+(`shared_breaker`), so a model that keeps failing is skipped by both. Its state is the one /metrics
+shows (app/metrics.py); private breakers (the benchmark's) are not reported.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.config import RERANKER_PROVIDERS, Config
+from app.metrics import breaker_state
 from app.rerank.circuit_breaker import CircuitBreaker
 from app.rerank.judge import LLMJudge
 from app.rerank.rerank_api import RerankApiReranker
@@ -95,7 +97,13 @@ def judge_breaker(config: Config) -> CircuitBreaker:
     """The process-wide circuit breaker of the judge's model (see the module docstring)."""
     threshold, cooldown_s = config.reranker_breaker_threshold, config.reranker_breaker_cooldown_s
     return _shared_for("breaker", (*_judge_settings(config).values(), threshold, cooldown_s),
-                       lambda: CircuitBreaker(threshold, cooldown_s))
+                       lambda: _reported(CircuitBreaker(threshold, cooldown_s)))
+
+
+def _reported(breaker: CircuitBreaker) -> CircuitBreaker:
+    """A process-wide breaker, its state shown on /metrics."""
+    breaker.report_to(breaker_state)
+    return breaker
 
 
 def _rerank_api_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -114,7 +122,13 @@ def build_rerank_api(config: Config) -> RerankApiReranker:
 def shared_rerank_api(config: Config) -> RerankApiReranker:
     """The process-wide rerank_api cross encoder for these settings."""
     client, reranker = _rerank_api_settings(config)
-    return _shared_for("rerank_api", (*client.values(), *reranker.values()), lambda: build_rerank_api(config))
+
+    def build() -> RerankApiReranker:
+        built = build_rerank_api(config)
+        _reported(built.breaker)
+        return built
+
+    return _shared_for("rerank_api", (*client.values(), *reranker.values()), build)
 
 
 @dataclass(frozen=True)

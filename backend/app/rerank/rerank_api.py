@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from app.metrics import score_cache_lookup
 from app.rerank.cross_encoder import GuardedReranker
 from app.rerank.judgement import SCORE_FLOOR, report_failed, report_judged
 from app.rerank.rerank_api_client import RerankApiClient, ScoredTexts
@@ -164,6 +165,9 @@ class RerankApiReranker(GuardedReranker):
             else:
                 raw[position] = cached
                 self.counters.add("cache_hits")
+        score_cache_lookup(hit=True, count=len(raw))
+        if self._cache.enabled:
+            score_cache_lookup(hit=False, count=sum(map(len, to_send.values())))
         return raw, to_send
 
     def _note_scale(self, fresh: Any) -> None:
