@@ -39,8 +39,8 @@ class Block(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Block())
 os.environ.update(GRAPH_BACKEND="neo4j", EMBEDDING_PROVIDER="openai", DOTENV_PATH=os.devnull)
-import app.wsgi
-health = app.wsgi.app.test_client().get("/health")
+from app import create_app  # app.wsgi would also run the start step (connect to Neo4j): not here
+health = create_app().test_client().get("/health")
 from app.graph import runtime
 try:
     runtime._embedded_module("app.graph.embedded_falkordb")
