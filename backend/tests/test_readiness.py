@@ -135,7 +135,7 @@ def test_readiness_is_503_while_the_breaker_skips_the_model_and_200_after_its_co
         assert ready.status_code == 503, body
         assert body["error"]["code"] == "reranker_not_ready" and body["database"] == "ready"
         assert body["reranker"].startswith("the reranker's circuit breaker is open: pointwise with model "
-                                           "'judge-model' failed 1 calls in a row and is skipped for")
+                                           "'judge-model' failed 1 call in a row and is skipped for")
 
         while client.get("/health/ready").status_code != 200:
             assert time.monotonic() - opened < cooldown_s + 10

@@ -182,9 +182,9 @@ class GuardedReranker(JudgingCrossEncoder):
         """Not ready while the breaker skips the model; once its cooldown is over calls try it again."""
         breaker = self.breaker.snapshot()
         if breaker["retry_in_s"] > 0:
-            return (f"the reranker's circuit breaker is open: {self.describe()} failed "
-                    f"{breaker['consecutive_failures']} calls in a row and is skipped for "
-                    f"{breaker['retry_in_s']:.0f}s more")
+            failed = breaker["consecutive_failures"]
+            return (f"the reranker's circuit breaker is open: {self.describe()} failed {failed} "
+                    f"call{'s' if failed != 1 else ''} in a row and is skipped for {breaker['retry_in_s']:.0f}s more")
         return None
 
     @property
