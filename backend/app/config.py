@@ -190,8 +190,8 @@ class Config:
     reranker_deadline_s: float = 120.0
     reranker_budget_s: float = 0.0  # judging time per rank call, then the finished scores are used (0: none)
     # When the graph runtime builds the reranker, one tiny judge request in the background loads the model
-    # (Ollama loads it on its first request, which can take longer than RERANKER_TIMEOUT_S). Rank calls that
-    # arrive meanwhile wait for it, at most this long from its start; 0 turns the warm-up off.
+    # (Ollama loads it on its first request, which can take longer than RERANKER_TIMEOUT_S), given this long to
+    # answer; until it does, readiness is 503 and a rank call waits for it at most RERANKER_TIMEOUT_S; 0: off.
     reranker_warmup_timeout_s: float = 120.0
     # The three shares (judge, the embedder's cosine, the first stage: the rest) were chosen on development
     # queries only (DL19 21-43, SciFact claims 16-45) by the rule in docs/bench/FUSION.md: the judge 0.7 and

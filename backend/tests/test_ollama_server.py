@@ -3,9 +3,9 @@ kit's real model imported (tests/support/ollama_fixtures.py): Ollama's logprobs 
 score parser reads, each score mode ranks a relevant passage above an irrelevant one, `auto` keeps
 logprobs, a model Ollama lacks is named in the log and in /health, RERANKER_MAX_PARALLEL requests at once
 are what the server was started to run, an Ollama stopped in the middle of a search leaves the
-first stage's order with one warning, and the first search after the model was unloaded waits for the
-app's warm-up to load it and is judged, under a RERANKER_TIMEOUT_S shorter than the load, after which
-the model stays loaded for the server's OLLAMA_KEEP_ALIVE.
+first stage's order with one warning, and after the model was unloaded the app is ready only once its
+warm-up has loaded it, and the first search then is judged, under a RERANKER_TIMEOUT_S shorter than the
+load, after which the model stays loaded for the server's OLLAMA_KEEP_ALIVE.
 
 Passages are short and few: on a busy 2-core machine a logprobs request takes 2-3 s once the judge's
 system prompt is cached in a slot, a JSON one 10-30 s (Ollama samples it under a JSON grammar)."""
@@ -303,6 +303,13 @@ def test_the_first_search_after_the_model_was_unloaded_is_judged_and_the_model_s
     _, client = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=url, RERANKER_MODEL=ollama_model,
                         RERANKER_SCORE_MODE="logprobs", RERANKER_MAX_PARALLEL=1, RERANKER_TIMEOUT_S=timeout_s,
                         RERANKER_DEADLINE_S=1200, RERANKER_WARMUP_TIMEOUT_S=600)
+    GraphitiAdapter().runtime  # the start step: the warm-up request goes out
+    ready = client.get("/health/ready")
+    assert ready.status_code == 503 and "is loading" in ready.get_json()["reranker"]  # the model loads
+    deadline = time.monotonic() + 600
+    while (ready := client.get("/health/ready")).status_code != 200:  # traffic waits here, not in a search
+        assert time.monotonic() < deadline, ready.get_json()
+        time.sleep(0.2)
     body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 2}).get_json()
 
     # Judged by the model, not the first stage's order kept after a timeout.

@@ -39,8 +39,8 @@ class Block(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Block())
 os.environ.update(GRAPH_BACKEND="neo4j", EMBEDDING_PROVIDER="openai", DOTENV_PATH=os.devnull)
-import app.wsgi
-health = app.wsgi.app.test_client().get("/health")
+from app import create_app  # app.wsgi would also run the start step (connect to Neo4j): not here
+health = create_app().test_client().get("/health")
 from app.graph import runtime
 try:
     runtime._embedded_module("app.graph.embedded_falkordb")
@@ -84,7 +84,7 @@ def test_dockerfile_is_pinned_non_root_and_health_checked():
     assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
     users = re.findall(r"^USER (\S+)$", text, re.M)
     assert users and users[-1] not in ("root", "0")
-    assert re.search(r"^HEALTHCHECK .*\n?.*/health", text, re.M)
+    assert re.search(r"^HEALTHCHECK .*\n?.*/health/ready", text, re.M)
     installs = re.findall(r"pip install [^\n]*", text)
     assert installs and not any("[" in line or "-e " in line for line in installs)
     assert "!.env" not in (BACKEND / ".dockerignore").read_text(encoding="utf-8")
@@ -173,7 +173,7 @@ def test_compose_health_checks_are_green_only_with_the_models():
         assert services["ollama"]["environment"][setting] == services["backend"]["environment"][setting]
     # The backend: it serves, and every model it uses is on its Ollama (without a pull or a generation).
     for name in ("backend", "backend-rerank-api"):
-        assert "/health" in checks[name] and checks[name].endswith("python -m app.local_llm.ensure_models --check")
+        assert "/health/ready" in checks[name] and checks[name].endswith("python -m app.local_llm.ensure_models --check")
 
 
 def test_compose_pulls_every_model_a_backend_uses_and_ollama_checks_for(monkeypatch):

@@ -73,7 +73,7 @@ def test_token_is_required_on_every_endpoint_except_health(backend):
     for rule in app.url_map.iter_rules():
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             path = _path_for(rule)
-            if rule.rule == "/health":
+            if rule.rule in ("/health", "/health/live", "/health/ready"):  # the health checks: open
                 assert client.open(path, method=method).status_code == 200
                 continue
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
@@ -87,7 +87,8 @@ def test_token_is_required_on_every_endpoint_except_health(backend):
             assert response.status_code != 401, (method, path)
             checked += 1
     assert checked >= 14  # every API route was visited, report and rerank included
-    for sneaky in ("/health/", "//health", "/HEALTH", "/health/../api/graph", "/api/../health"):
+    for sneaky in ("/health/", "//health", "/HEALTH", "/health/../api/graph", "/api/../health", "/health/ready/",
+                   "/HEALTH/live"):
         assert client.get(sneaky).status_code in (401, 404)
         if client.get(sneaky).status_code != 401:
             assert client.get(sneaky, headers=AUTH).status_code == 404  # it was not a real route either

@@ -1,4 +1,4 @@
-"""Optional bearer token: when API_TOKEN is set, every endpoint except /health requires it."""
+"""Optional bearer token: when API_TOKEN is set, every endpoint except the health checks requires it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def install_auth(app: Flask, config: Config) -> None:
 
     @app.before_request
     def _require_token():
-        if request.path == "/health":
+        if request.path in ("/health", "/health/live", "/health/ready"):
             return None
         supplied = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(supplied, expected):

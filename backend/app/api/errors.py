@@ -42,6 +42,13 @@ def graph_unavailable(error: GraphUnavailableError, **body):
     return response, 503
 
 
+def not_ready(code: str, message: str, retry_after_s: float, **body):
+    """503 `code` with Retry-After; `body` adds fields beside "error" (readiness)."""
+    response = jsonify({**body, "error": {"code": code, "message": message}})
+    response.headers["Retry-After"] = str(max(1, int(retry_after_s)))
+    return response, 503
+
+
 def register(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError):

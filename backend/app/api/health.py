@@ -1,4 +1,6 @@
-"""GET /health: is the app up, what is it wired to, and what has the reranker been doing.
+"""The health checks. GET /health: is the app up, what is it wired to, and what has the reranker been
+doing. GET /health/live: the process answers (nothing else is asked). GET /health/ready: whether this
+process can serve now, for docker-compose and a load balancer (see `ready`).
 
 Once the graph runtime runs, every health check asks its database (a PING, or Neo4j's connectivity
 check, within HEALTH_PROBE_S) and restarts a dead embedded FalkorDB as any request would; a database
@@ -12,10 +14,10 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from app.api.errors import graph_unavailable
+from app.api.errors import graph_unavailable, not_ready
 from app.api.validation import adapter, app_config
 from app.graph.runtime import check_database, current_runtime, last_start_error
-from app.graph.unavailable import GraphUnavailableError
+from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError
 from app.rerank import provider_for
 
 bp = Blueprint("health", __name__)
@@ -52,4 +54,36 @@ def health():
         stats = getattr(runtime.reranker, "stats", None)
         if callable(stats):
             body["reranker"]["stats"] = stats()
+    return body
+
+
+@bp.get("/health/live")
+def live():
+    """Liveness: the process answers requests. No database or model server is asked, so a database
+    outage never gets a healthy process restarted."""
+    return {"status": "alive"}
+
+
+@bp.get("/health/ready")
+def ready():
+    """Readiness: 200 only when the graph database answers now (asked as /health asks it, within
+    HEALTH_PROBE_S) and the reranker can judge: its model's warm-up has answered and its circuit
+    breaker is not skipping the model. Otherwise 503 naming why, with Retry-After: `graph_unavailable`
+    for the database, `reranker_not_ready` for the model (loading, its warm-up failed, the breaker
+    open). The start step (`flask serve`, app.wsgi) has built the runtime; if none runs, this starts
+    it, as any graph request would."""
+    body = {"status": "ready", "database": "ready", "reranker": "ready"}
+    try:
+        runtime = adapter().runtime
+        check_database(runtime)
+    except GraphUnavailableError as error:
+        body.update(status="not_ready", database=str(error), reranker="unknown")
+        return graph_unavailable(error, **body)
+    if not provider_for(runtime.config).judges:
+        body["reranker"] = "none"  # RERANKER_PROVIDER=none: no model to wait for
+        return body
+    why = getattr(runtime.reranker, "not_ready", lambda: None)()
+    if why is not None:
+        body.update(status="not_ready", reranker=why)
+        return not_ready("reranker_not_ready", why, RETRY_AFTER_S, **body)
     return body

@@ -10,7 +10,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.graph.runtime import GraphitiAdapter, reset_graphiti
+from app.cli.start import start_or_exit
+from app.graph.runtime import reset_graphiti
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def serve_command(threads: int) -> None:
 
     signal.signal(signal.SIGTERM, _shutdown)
     signal.signal(signal.SIGINT, _shutdown)
-    GraphitiAdapter(config).runtime  # start the graph database before accepting requests
+    start_or_exit(config)  # the graph database before accepting requests; a bad one exits with one line
     click.echo(f"Serving on http://{config.host}:{config.port} (Ctrl-C stops it)")
     try:
         # One process, many threads: the graph singleton and its event-loop thread are per process.

@@ -256,7 +256,8 @@ def vector_index_search(config: Config) -> VectorIndexSearch:
 def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncoderClient:
     """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI.
     An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, app/rerank/warmup.py):
-    the first search waits for it to load instead of timing out into the first-stage order."""
+    readiness (GET /health/ready) waits for it to load; a search that comes meanwhile waits at most
+    RERANKER_TIMEOUT_S, then keeps the first-stage order and says why."""
     provider = provider.lower()
     logger.info("Initializing Graphiti reranker (provider=%s)", provider)
     reranker = provider_for(provider).build(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)

@@ -97,6 +97,26 @@ def where(config: Config) -> str:
     return "the embedded FalkorDB"
 
 
+def setting_of(config: Config) -> str:
+    """The setting that says where the database is, as set but without credentials: what an
+    operator checks when it cannot be used (the start step's one line names it)."""
+    def without_credentials(value: str) -> str:
+        url = urlparse(value)
+        try:
+            port = f":{url.port}" if url.port else ""
+        except ValueError:  # a port that is not a number: the host alone says where
+            port = ""
+        return f"{url.scheme}://{url.hostname or ''}{port}" if url.scheme else "(not a URL)"
+
+    if config.graph_backend == "neo4j":
+        if not config.neo4j_uri:
+            return f"NEO4J_URI unset: the app runs its own Neo4j under DATA_DIR={config.data_dir}"
+        return f"NEO4J_URI={without_credentials(config.neo4j_uri)}"
+    if config.falkordb_url:
+        return f"FALKORDB_URL={without_credentials(config.falkordb_url)}"
+    return f"FALKORDB_URL unset: the app runs its own FalkorDB under DATA_DIR={config.data_dir}"
+
+
 def _what(kind: str, error: BaseException, config: Config) -> str:
     name = type(error).__name__
     if kind == "refused":

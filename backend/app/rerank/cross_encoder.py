@@ -29,7 +29,7 @@ stage, and guarantees what graph search relies on:
   incoming order with exactly one WARNING and says so in the Judgement (`fell_back`, and why in
   `fallback_reason`);
 - a call that arrives while the model is being loaded (app/rerank/warmup.py) waits for it before its
-  budget and deadline start;
+  budget and deadline start, at most RERANKER_TIMEOUT_S (and never past its own deadline or budget);
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
   (every score cached) is served even while the breaker is open.
@@ -74,6 +74,10 @@ class JudgingCrossEncoder(CrossEncoderClient):
 
     def start_warmup(self, timeout_s: float) -> None:
         """Load the model in the background before the first call needs it (the LLM judge does)."""
+
+    def not_ready(self) -> str | None:
+        """Why this reranker cannot judge now (readiness: GET /health/ready), or None. Asks no server."""
+        return None
 
     async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
         passages = list(passages)
@@ -174,8 +178,18 @@ class GuardedReranker(JudgingCrossEncoder):
     def _needs_model(self, query: str, passages: list[str]) -> bool:
         return True
 
-    async def _model_not_ready(self) -> str | None:
-        """Wait while the model is being loaded (app/rerank/warmup.py); why it is not ready, else None."""
+    async def _model_not_ready(self, wait_s: float) -> str | None:
+        """Wait while the model is being loaded (app/rerank/warmup.py), at most `wait_s`; why it is not
+        ready, else None."""
+        return None
+
+    def not_ready(self) -> str | None:
+        """Not ready while the breaker skips the model; once its cooldown is over calls try it again."""
+        breaker = self.breaker.snapshot()
+        if breaker["retry_in_s"] > 0:
+            failed = breaker["consecutive_failures"]
+            return (f"the reranker's circuit breaker is open: {self.describe()} failed {failed} "
+                    f"call{'s' if failed != 1 else ''} in a row and is skipped for {breaker['retry_in_s']:.0f}s more")
         return None
 
     @property
@@ -203,9 +217,11 @@ class GuardedReranker(JudgingCrossEncoder):
             if needs_model and not self.breaker.allow():
                 return self._breaker_open(passages)
             if needs_model:  # before the deadline and budget start: loading the model is not judging
-                not_ready = await self._model_not_ready()
+                not_ready = await self._model_not_ready(limit_s)
                 if not_ready is not None:
-                    return self._call_failed(passages, MODEL_NOT_READY, not_ready)
+                    # The model was not asked: a load in progress is no failure of it, and a breaker
+                    # opened by searches during the load would keep readiness red after it.
+                    return self._call_failed(passages, MODEL_NOT_READY, not_ready, counts_for_breaker=False)
                 progress = JudgedSoFar()  # scores' times count from here, as the deadline does
             with collecting(progress):
                 async with asyncio.timeout(limit_s):
@@ -260,14 +276,15 @@ class GuardedReranker(JudgingCrossEncoder):
             len(passages), reason=f"CircuitBreakerOpen: the model is skipped for {self.breaker.retry_in_s():.1f}s more")
 
     def _call_failed(
-        self, passages: list[str], error_class: str, detail: str, exc: BaseException | None = None
+        self, passages: list[str], error_class: str, detail: str, exc: BaseException | None = None,
+        *, counts_for_breaker: bool = True,
     ) -> Judgement:
         """The one WARNING of a failed call, breaker bookkeeping, and the incoming-order fallback."""
         self.counters.add("fallbacks")
         # A failed model request or an unusable answer was already counted where it happened.
         if not isinstance(exc, (RerankProviderError, RerankParseError)):
             self.counters.record_error(error_class, detail)
-        opened = self.breaker.record_failure()
+        opened = self.breaker.record_failure() if counts_for_breaker else False
         self.logger.warning(
             "Reranker %s failed (%s: %s); %d passages keep their incoming order%s",
             self.describe(), error_class, detail, len(passages),

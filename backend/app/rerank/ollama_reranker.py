@@ -97,9 +97,21 @@ class OllamaReranker(GuardedReranker):
         """Warm the judge's model (app/rerank/warmup.py; timeout_s 0: no warm-up)."""
         start_warmup(self.judge, timeout_s)
 
-    async def _model_not_ready(self) -> str | None:
+    async def _model_not_ready(self, wait_s: float) -> str | None:
         warmup = self.judge.warmup  # set by start_warmup when the app built the reranker
-        return None if warmup is None else await warmup.until_ready()
+        # A search waits for a load no longer than one of its own requests would wait for an answer.
+        return None if warmup is None else await warmup.until_ready(min(wait_s, self.judge.timeout_s))
+
+    def not_ready(self) -> str | None:
+        """Not ready while the model loads, after a warm-up that got no answer (each such check starts
+        another, so the app becomes ready once the model answers), or while the breaker is open."""
+        warmup = self.judge.warmup
+        reason = warmup.not_ready() if warmup is not None else None
+        if reason is not None:
+            if warmup.ended:
+                start_warmup(self.judge, warmup.timeout_s)
+            return reason
+        return super().not_ready()
 
     async def _rank(self, query: str, passages: list[str]) -> list[tuple[int, float]]:
         rankable = [index for index, passage in enumerate(passages) if passage.strip()]

@@ -3,17 +3,20 @@
 Ollama loads a model on its first request (and again once its keep-alive has unloaded it), which
 can take longer than RERANKER_TIMEOUT_S. Without a warm-up the first search's requests time out
 while the model loads, and the search keeps the first-stage order. So when the graph runtime builds
-the reranker (`_build_reranker`), `start_warmup` sends one tiny judge request from a thread of its
-own, giving the server RERANKER_WARMUP_TIMEOUT_S to answer it:
+the reranker (`_build_reranker`, at the app's start step), `start_warmup` sends one tiny judge
+request from a thread of its own, giving the server RERANKER_WARMUP_TIMEOUT_S to answer it:
 
-- a rank call that needs the model while the warm-up runs waits for it (`ModelWarmup.until_ready`),
-  before its deadline and budget start, so at most until the warm-up's own time is up;
+- while it runs, the app is not ready (`GET /health/ready` answers 503 naming the load), so a load
+  balancer or compose keeps traffic away until the model is in memory;
+- a rank call that needs the model while the warm-up runs waits for it (`ModelWarmup.until_ready`)
+  at most RERANKER_TIMEOUT_S, before its deadline and budget start: no search waits for a load beyond
+  its own limits. Still loading then, it falls back to the first-stage order and says why
+  (`ModelNotReady`, in its one WARNING and in the search's answer), sending the model nothing;
 - answered: the model is loaded ("ready"), and rank calls go on as usual;
-- no answer in time ("not_ready"): each rank call that waited falls back to the first-stage order
-  and says why (`ModelNotReady`, in its one WARNING and in the search's answer); later calls try the
-  model again under the usual RERANKER_TIMEOUT_S;
-- any other failure ("failed": server down, unknown model, wrong key): rank calls go on and meet
-  the same error themselves, which they report as before.
+- no answer in time ("not_ready"), or any other failure ("failed": server down, unknown model, wrong
+  key): later rank calls try the model themselves under the usual RERANKER_TIMEOUT_S, and readiness
+  says why, starting another warm-up each time it is asked after one ended, so the app becomes ready
+  once the model answers.
 
 /health shows the state under `reranker.stats.warmup`. How long the model then stays loaded is the
 server's keep-alive: Ollama's /v1/chat/completions (0.17.4) has no `keep_alive` field (its OpenAI
@@ -35,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 MODEL_NOT_READY = "ModelNotReady"  # the error class of a rank call that waited for a warm-up in vain
 POLL_S = 0.05  # how often a waiting rank call looks at the warm-up (which runs in another thread)
-GRACE_S = 5.0  # a waiting rank call gives up this long after the warm-up's own time, whatever happened
 
 WARMING, READY, NOT_READY, FAILED = "warming", "ready", "not_ready", "failed"
 
@@ -65,18 +67,34 @@ class ModelWarmup:
         threading.Thread(target=self._run, name="reranker-warmup", daemon=True).start()
         return self
 
-    async def until_ready(self) -> str | None:
-        """Wait while the warm-up runs. None: go on; else why the model is not ready (this call
-        waited, and the warm-up got no answer in time)."""
+    @property
+    def ended(self) -> bool:
+        return self._done.is_set()
+
+    async def until_ready(self, wait_s: float) -> str | None:
+        """Wait while the warm-up runs, at most `wait_s` (the rank call's own RERANKER_TIMEOUT_S).
+        None: go on; else why the model is not ready (this call waited, and the model was still
+        loading, or the warm-up got no answer in time)."""
         if self._done.is_set():
             return None  # ended before this call: a later call tries the model itself
-        give_up = self._started + self.timeout_s + GRACE_S
+        give_up = time.monotonic() + wait_s
         while not self._done.is_set() and time.monotonic() < give_up:
             await asyncio.sleep(POLL_S)
         with self._lock:
-            if self._state == WARMING:  # cannot happen unless its thread is stuck: do not wait longer
-                return f"the model's warm-up request did not end within {self.timeout_s:g}s"
+            if self._state == WARMING:
+                return (f"the model is still loading (its warm-up request has run "
+                        f"{time.monotonic() - self._started:.0f}s of up to {self.timeout_s:g}s)")
             return self._detail if self._state == NOT_READY else None
+
+    def not_ready(self) -> str | None:
+        """Why the app is not ready for this model (readiness), or None once it answered."""
+        with self._lock:
+            if self._state == READY:
+                return None
+            if self._state == WARMING:
+                return (f"the reranker's model {self.judge.model!r} is loading: its warm-up request has run "
+                        f"{time.monotonic() - self._started:.0f}s of up to {self.timeout_s:g}s")
+            return f"the reranker's model {self.judge.model!r} is not ready: {self._detail}"
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -121,13 +139,17 @@ class ModelWarmup:
             logger.info("Reranker model %r: not ready after %.1fs of warm-up: %s", self.judge.model, seconds, detail)
 
 
+_starting = threading.Lock()  # readiness checks on several threads may each ask for another warm-up
+
+
 def start_warmup(judge: LLMJudge, timeout_s: float) -> ModelWarmup | None:
     """Warm `judge`'s model in the background (timeout_s 0: no warm-up). The judge keeps the warm-up
     (`judge.warmup`) so the rank calls on it wait for it; one still running is reused."""
     if timeout_s <= 0:
         return None
-    current = judge.warmup
-    if current is not None and current.state == WARMING:
-        return current
-    judge.warmup = ModelWarmup(judge, timeout_s).start()
-    return judge.warmup
+    with _starting:
+        current = judge.warmup
+        if current is not None and current.state == WARMING:
+            return current
+        judge.warmup = ModelWarmup(judge, timeout_s).start()
+        return judge.warmup
