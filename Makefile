@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py backend/app/local_llm/ollama_build.py backend/app/graph/neo4j_server/* 2>/dev/null | sha1sum | cut -c1-12)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv demo serve test local-llm local-llm-stop ollama ollama-stop neo4j neo4j-stop bench load clean
+.PHONY: venv demo serve worker test local-llm local-llm-stop ollama ollama-stop neo4j neo4j-stop bench load clean
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ demo: venv
 # (`make local-llm`), else RERANKER_* as configured.
 serve: venv
 	@cd backend && exec ../$(PY) -m app.cli.stack_env serve -- ../$(PY) -m flask --app app serve
+
+# A background-task worker (reports, ingestion, deletions) on the broker the API uses: QUEUE_URL, else
+# FALKORDB_URL (app/graph/task_broker.py). `make serve` on the embedded defaults starts its own; run this
+# beside API processes that share a database, as many as the machine has room for (docs/DEPLOY.md).
+worker: venv
+	cd backend && ../$(PY) -m flask --app app worker
 
 # Benchmarks, e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
 # (`make bench ARGS=--help` lists them). On the same embedded defaults as serve (app/cli/stack_env.py):

@@ -237,6 +237,14 @@ class TaskQueue:
                 return None
         return self.get(task_id)
 
+    def unavailable(self) -> str | None:
+        """Why the broker cannot be used now (None: it answers); readiness asks this."""
+        try:
+            self.connection.ping()
+        except redis.RedisError as error:
+            return f"the task broker does not answer ({type(error).__name__}: {error})"
+        return None
+
     def depth(self) -> int:
         """Tasks waiting for a worker."""
         return self.queue.count
@@ -309,6 +317,7 @@ class TaskWorker(SimpleWorker):
                 logger.warning("Task %s: heartbeat failed: %s", job.id, error)
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for the broker at `url` (redis://, rediss:// or unix://)."""
-    return redis.Redis.from_url(url)
+def connect(url: str, *, answer_timeout_s: float | None = None) -> redis.Redis:
+    """A client for the broker at `url` (redis://, rediss:// or unix://). A worker waits on the queue
+    with blocking reads, so only the API's clients bound how long an answer may take."""
+    return redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=answer_timeout_s)

@@ -147,7 +147,23 @@ def test_without_a_reranker_readiness_is_the_database_alone(backend):
     _, client = backend()
     ready = client.get("/health/ready")
     assert ready.status_code == 200
-    assert ready.get_json() == {"status": "ready", "database": "ready", "reranker": "none"}
+    assert ready.get_json() == {"status": "ready", "database": "ready", "reranker": "none", "queue": "ready"}
+
+
+def test_readiness_says_when_a_broker_apart_from_the_database_does_not_answer(backend, tmp_path):
+    broker = FalkorDBServer(tmp_path / "broker").start()
+    try:
+        _, client = backend(QUEUE_URL=broker.url())
+        assert client.get("/health/ready").get_json()["queue"] == "ready"
+        broker.kill()
+        refused = client.get("/health/ready")
+        body = refused.get_json()
+        assert refused.status_code == 503 and body["error"]["code"] == "queue_unavailable"
+        assert body["database"] == "ready" and body["queue"].startswith("the task broker does not answer")
+        broker.start()
+        assert client.get("/health/ready").status_code == 200
+    finally:
+        broker.kill()
 
 
 # --- replicas: the database stops and comes back -----------------------------------------------
@@ -163,7 +179,7 @@ def test_a_wsgi_replica_on_falkordb_is_ready_again_soon_after_its_database_comes
             database.start()  # answers PING again when this returns
             recovered, body = ready_after(replica.url, 60, 200)
             logger.info("readiness back %.2fs after FalkorDB answered again", recovered)
-            assert body == {"status": "ready", "database": "ready", "reranker": "none"}
+            assert body == {"status": "ready", "database": "ready", "reranker": "none", "queue": "ready"}
             assert recovered < 15
             graph_id = unique_graph_id("back")
             assert call(replica.url("/api/graph"), "POST", {"graph_id": graph_id})[0] == 201
@@ -182,7 +198,7 @@ def test_a_replica_on_neo4j_is_ready_again_soon_after_its_database_comes_back(ne
             neo4j_server.start()  # same data and port; answers Bolt when this returns
         recovered, body = ready_after(replica.url, 60, 200)
         logger.info("readiness back %.2fs after Neo4j answered again", recovered)
-        assert body == {"status": "ready", "database": "ready", "reranker": "none"}
+        assert body == {"status": "ready", "database": "ready", "reranker": "none", "queue": "ready"}
         assert recovered < 15
         assert call(replica.url("/api/graph"), "POST", {"graph_id": unique_graph_id("back")})[0] == 201
 

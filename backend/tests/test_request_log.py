@@ -23,7 +23,6 @@ from app.graph.loop import run_on_loop
 from app.request_id import (
     HEADER, MAX_LENGTH, NO_REQUEST, RequestIdFilter, accepted_request_id, bound_request_id, current_request_id,
 )
-from app.tasks import TaskRegistry
 from tests.support.app_process import BACKEND_DIR
 
 NEW_ID = re.compile(r"[0-9a-f]{32}")
@@ -126,23 +125,6 @@ def test_work_on_the_graph_loop_runs_under_the_callers_request_id(log_lines):
     on_loop = [line for line in log_lines() if line.endswith(": on the graph loop")]
     assert [line.split(" app.test ")[1] for line in on_loop] == [
         "[loop-req-7]: on the graph loop", f"[{NO_REQUEST}]: on the graph loop"]
-
-
-def test_background_work_started_by_a_request_carries_its_id(log_lines):
-    registry = TaskRegistry()
-
-    def work(task):
-        logging.getLogger("app.test").info("in the background")
-        return {"request_id": current_request_id()}
-
-    with bound_request_id("bg-req-3"):
-        started = registry.start("test", work)
-    outside = registry.start("test", work)
-    assert started.wait(30) and outside.wait(30)
-    assert started.result == {"request_id": "bg-req-3"} and outside.result == {"request_id": None}
-    background = [line for line in log_lines() if line.endswith(": in the background")]
-    assert sorted(line.split(" app.test ")[1] for line in background) == sorted([
-        "[bg-req-3]: in the background", f"[{NO_REQUEST}]: in the background"])
 
 
 def test_one_access_line_per_request_without_query_string_or_headers(backend, caplog):

@@ -76,7 +76,7 @@ def ready_within(client, seconds: float) -> float:
     while time.monotonic() - started < seconds:
         status, body = readiness(client)
         if status == 200:
-            assert body == {"status": "ready", "database": "ready", "reranker": "ready"}
+            assert body == {"status": "ready", "database": "ready", "reranker": "ready", "queue": "ready"}
             return time.monotonic() - started
         time.sleep(0.1)
     raise AssertionError(f"not ready within {seconds}s: {readiness(client)}")

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from app.request_id import bound_request_id
 from app.tasks import ABANDONED, HEARTBEAT_TTL_S, TaskQueue, connect
 from tests.support.app_process import BACKEND_DIR, AppProcess, call
 from tests.support.falkordb_server import FalkorDBServer
@@ -70,6 +71,19 @@ def test_a_task_runs_in_a_worker_and_reports_progress_result_and_errors(broker, 
         task = wait_state(queue, partial, ("failed",))
         assert task["errors"] == ["one part failed"] and task["result"] is None
     assert queue.get("t_0123456789abcdef") is None
+
+
+def test_a_task_runs_under_the_id_of_the_request_that_started_it(broker, tmp_path):
+    queue = TaskQueue(connect(broker.url()))
+    with bound_request_id("bg-req-3"):
+        started = queue.start("demo", "tests.support.task_targets:logs_its_request_id").task_id
+    outside = queue.start("demo", "tests.support.task_targets:logs_its_request_id").task_id
+    with WorkerProcess(tmp_path / "worker.log", **worker_env(broker, tmp_path)) as worker:
+        assert wait_state(queue, started, ("done",))["result"] == {"request_id": "bg-req-3"}
+        assert wait_state(queue, outside, ("done",))["result"] == {"request_id": None}
+        lines = [line for line in worker.log().splitlines() if line.endswith(": in the background")]
+    assert sorted(line.split(" app.test ")[1] for line in lines) == ["[-]: in the background",
+                                                                      "[bg-req-3]: in the background"]
 
 
 def test_a_worker_killed_mid_task_leaves_it_failed_with_the_reason(broker, tmp_path):

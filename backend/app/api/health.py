@@ -67,7 +67,7 @@ def live():
 @bp.get("/health/ready")
 def ready():
     """Readiness: 200 only when the graph database answers now (asked as /health asks it, within
-    HEALTH_PROBE_S) and the reranker can judge: its model's warm-up has answered and its circuit
+    HEALTH_PROBE_S), so does the task broker, and the reranker can judge: its model's warm-up has answered and its circuit
     breaker is not skipping the model. Otherwise 503 naming why, with Retry-After: `graph_unavailable`
     for the database, `reranker_not_ready` for the model (loading, its warm-up failed, the breaker
     open). The start step (`flask serve`, app.wsgi) has built the runtime; if none runs, this starts
@@ -79,6 +79,11 @@ def ready():
     except GraphUnavailableError as error:
         body.update(status="not_ready", database=str(error), reranker="unknown")
         return graph_unavailable(error, **body)
+    queue_down = runtime.tasks.queue.unavailable()
+    if queue_down is not None:  # a broker apart from the database (QUEUE_URL) can fail on its own
+        body.update(status="not_ready", queue=queue_down, reranker="unknown")
+        return not_ready("queue_unavailable", queue_down, RETRY_AFTER_S, **body)
+    body["queue"] = "ready"
     if not provider_for(runtime.config).judges:
         body["reranker"] = "none"  # RERANKER_PROVIDER=none: no model to wait for
         return body

@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 BACKEND_DIR = Path(__file__).resolve().parents[2]  # where `flask --app app` finds the package
 WORKER_STOP_GRACE_S = 10.0
+BROKER_ANSWER_TIMEOUT_S = 10.0  # an API request never waits longer on the broker
 
 
 class BrokerNotConfiguredError(RuntimeError):
@@ -117,7 +118,7 @@ class TaskBroker:
 def build_task_broker(config: Config, url: str, own: bool, database_env: dict[str, str]) -> TaskBroker:
     """`own`: the app started the broker itself, so it runs TASK_WORKERS workers over it, whose
     settings are this process's with the database and broker pointed at what the app started."""
-    queue = TaskQueue(connect(url), ttl_s=config.task_ttl_s, timeout_s=config.task_timeout_s)
+    queue = TaskQueue(connect(url, answer_timeout_s=BROKER_ANSWER_TIMEOUT_S), ttl_s=config.task_ttl_s, timeout_s=config.task_timeout_s)
     workers = None
     if own and config.task_workers > 0:
         env = {**os.environ, **database_env, "QUEUE_URL": url, "TASK_WORKERS": "0"}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
+from app.request_id import current_request_id
 from app.tasks import TaskContext
 
 
@@ -23,3 +25,8 @@ def fails(task: TaskContext) -> None:
 def records_an_error(task: TaskContext) -> None:
     task.add_error("one part failed")
     return None
+
+
+def logs_its_request_id(task: TaskContext) -> dict:
+    logging.getLogger("app.test").info("in the background")
+    return {"request_id": current_request_id()}
