@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -29,6 +30,9 @@ def chat_for_api(messages, body):
         return as_json({"title": "Ferries", "sections": [
             {"title": "Service", "goal": "How often the ferry takes people to the island"}]})
     if kind == "section":
+        if "slowly" in str(messages):  # a report to cancel while it runs: each of its turns takes a while
+            time.sleep(0.5)
+            return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
         if not any(m["role"] == "assistant" for m in messages):
             return as_json({"action": "tool", "tool": "search_graph", "arguments": {"query": "ferry"}})
         shown = re.search(r"\[(F\d+)\]", messages[1]["content"])  # a fact the planned calls showed
@@ -200,3 +204,53 @@ def test_report_ids_are_checked_before_any_file_is_read(api):
     assert client.get("/api/report/..%2F..%2Fmeta.json").status_code in (400, 404)
     unknown = client.get("/api/report/r_0123456789abcdef")
     assert unknown.status_code == 404 and unknown.get_json()["error"]["code"] == "report_not_found"
+
+
+def report_status(client, report_id: str, statuses: tuple[str, ...], timeout_s: float = 60) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = client.get(f"/api/report/{report_id}").get_json()
+        if body["status"] in statuses:
+            return body
+        assert time.monotonic() < deadline, f"report never reached {statuses}: {body['status']}"
+        time.sleep(0.1)
+
+
+def test_reports_are_listed_newest_first_canceled_while_they_run_and_deleted(api):
+    client, gid = api
+    first = client.post(f"/api/report/{gid}", json={"requirement": "How often does the ferry run?"}).get_json()
+    assert wait_for_task(client, first["task_id"])["state"] == "done"
+    slow = client.post(f"/api/report/{gid}", json={"requirement": "Tell it slowly: the ferry"}).get_json()
+    listed = client.get(f"/api/report?graph_id={gid}&limit=2").get_json()["reports"]
+    assert [r["report_id"] for r in listed] == [slow["report_id"], first["report_id"]]
+    assert "markdown" not in listed[0] and listed[1]["status"] == "done"
+
+    report_status(client, slow["report_id"], ("running",))
+    canceled = client.post(f"/api/report/{slow['report_id']}/cancel")
+    assert canceled.status_code == 200
+    body = report_status(client, slow["report_id"], ("canceled",), timeout_s=30)
+    assert body["markdown"] is None and body["log"]  # what it wrote before it stopped is kept
+    assert wait_for_task(client, slow["task_id"])["state"] == "canceled"
+    again = client.post(f"/api/report/{first['report_id']}/cancel").get_json()
+    assert again["status"] == "done"  # a finished report stays as it is
+
+    assert client.delete(f"/api/report/{slow['report_id']}").get_json() == {"deleted": slow["report_id"]}
+    assert client.get(f"/api/report/{slow['report_id']}").status_code == 404
+    assert client.delete(f"/api/report/{slow['report_id']}").status_code == 404
+    assert [r["report_id"] for r in client.get(f"/api/report?graph_id={gid}").get_json()["reports"]] == [
+        first["report_id"]]
+
+
+@pytest.mark.parametrize("path, method, status, message", [
+    ("/api/report?limit=0", "GET", 422, "'limit' must be between 1 and 200"),
+    ("/api/report?graph_id=../x", "GET", 400, "graph id"),
+    ("/api/report?sort=new", "GET", 400, "unknown parameter(s) ['sort']"),
+    ("/api/report/r_nothex/cancel", "POST", 400, "report id must look like"),
+    ("/api/report/r_0123456789abcdef/cancel", "POST", 404, "does not exist"),
+    ("/api/report/r_0123456789abcdef", "DELETE", 404, "does not exist"),
+    ("/api/tasks/t_0123456789abcdef/cancel", "POST", 404, "does not exist"),
+])
+def test_bad_report_and_task_requests_are_refused_clearly(api, path, method, status, message):
+    client, _ = api
+    response = client.open(path, method=method)
+    assert response.status_code == status and message in response.get_json()["error"]["message"]
