@@ -140,7 +140,8 @@ class Config:
     falkordb_url: str | None = field(default=None, repr=False)
     neo4j_uri: str | None = None  # unset: the app starts its own local Neo4j (app/graph/local_neo4j.py)
     neo4j_user: str = "neo4j"
-    neo4j_password: str = field(default="password", repr=False)
+    # The same default in .env.example and docker-compose.yml (tests/test_config.py holds them to it).
+    neo4j_password: str = field(default="change-me-please", repr=False)
     neo4j_database: str = "neo4j"  # the database every graph lives in (Neo4j 4+ serves several)
     data_dir: Path = REPO_ROOT / "data"
     # The local Neo4j (NEO4J_URI unset): Maven's jars cached here, Bolt on this port (0: a free one)
@@ -304,7 +305,7 @@ class Config:
             falkordb_url=_env("FALKORDB_URL"),
             neo4j_uri=_env("NEO4J_URI"),
             neo4j_user=_env("NEO4J_USER", cls.neo4j_user),
-            neo4j_password=_env("NEO4J_PASSWORD", "password"),
+            neo4j_password=_env("NEO4J_PASSWORD", cls.neo4j_password),
             neo4j_database=_env("NEO4J_DATABASE", cls.neo4j_database),
             data_dir=Path(_env("DATA_DIR", str(REPO_ROOT / "data"))).expanduser().resolve(),
             neo4j_cache_dir=Path(_env("NEO4J_CACHE_DIR", str(cls.neo4j_cache_dir))).expanduser(),

@@ -1,7 +1,9 @@
+import os
 import re
 from pathlib import Path
 
 import pytest
+from dotenv import dotenv_values
 
 from app import config as config_module
 from app.config import Config
@@ -146,3 +148,48 @@ def test_every_number_below_its_minimum_is_refused_by_name(monkeypatch, kind, na
         monkeypatch.setenv(name, str(int(high) + 1) if kind == "int" else str(high + 0.001))
         with pytest.raises(ValueError, match=rf"{name} must be <= "):
             Config.from_env()
+
+
+# -- One default per setting: .env.example, docker-compose.yml and Config agree -----------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env_example() -> dict[str, str]:
+    return {name: value for name, value in dotenv_values(REPO / ".env.example").items() if value is not None}
+
+
+def _clean_environment(monkeypatch) -> None:
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DOTENV_PATH", os.devnull)
+
+
+def test_every_value_in_env_example_is_the_default(monkeypatch):
+    """Copying .env.example to .env changes nothing: each value it shows is the one the code uses unset."""
+    _clean_environment(monkeypatch)
+    defaults = Config.from_env()
+    shown = _env_example()
+    assert len(shown) >= 60
+    for name, value in shown.items():
+        monkeypatch.setenv(name, value)
+    assert Config.from_env() == defaults
+
+
+def test_compose_defaults_are_the_settings_defaults(monkeypatch):
+    """Where docker-compose.yml falls back on a default (`${NAME:-default}`) for one of the app's settings,
+    it is the app's own default and the one .env.example shows."""
+    _clean_environment(monkeypatch)
+    defaults = Config.from_env()
+    compose = (REPO / "docker-compose.yml").read_text(encoding="utf-8")
+    shown = _env_example()
+    checked = set()
+    for name, default in re.findall(r"\$\{(\w+):-([^}]*)\}", compose):
+        if name not in shown:
+            continue  # not one of the app's settings (OLLAMA_NUM_PARALLEL is Ollama's own)
+        assert default == shown[name], name
+        monkeypatch.setenv(name, default)
+        assert Config.from_env() == defaults, name
+        monkeypatch.delenv(name)
+        checked.add(name)
+    assert {"NEO4J_PASSWORD", "NEO4J_DATABASE"} <= checked
