@@ -193,3 +193,39 @@ def test_compose_defaults_are_the_settings_defaults(monkeypatch):
         monkeypatch.delenv(name)
         checked.add(name)
     assert {"NEO4J_PASSWORD", "NEO4J_DATABASE"} <= checked
+
+
+# -- What serving needs beyond each setting ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.53", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_serving_on_loopback_needs_no_token(monkeypatch, host):
+    monkeypatch.setenv("HOST", host)
+    Config.from_env().check_serving()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "backend.internal", "fe80::1"])
+def test_serving_beyond_loopback_needs_api_token(monkeypatch, host):
+    monkeypatch.setenv("HOST", host)
+    config = Config.from_env()  # reading the settings is fine: the CLI tools and the health check do
+    with pytest.raises(ValueError) as error:
+        config.check_serving()
+    assert str(error.value) == (f"API_TOKEN is required: HOST={host} listens beyond this machine "
+                                "(set API_TOKEN, or HOST=127.0.0.1)")
+    monkeypatch.setenv("API_TOKEN", "tok-7f3a")
+    Config.from_env().check_serving()
+
+
+def test_more_than_one_worker_needs_a_database_server(monkeypatch):
+    monkeypatch.setenv("API_WORKERS", "3")
+    with pytest.raises(ValueError, match=r"API_WORKERS=3 needs a database server \(FALKORDB_URL\): the embedded "
+                                         r"FalkorDB the app starts itself serves one process"):
+        Config.from_env().check_serving()
+    monkeypatch.setenv("FALKORDB_URL", "redis://falkordb.internal:6379")
+    Config.from_env().check_serving()
+    monkeypatch.setenv("GRAPH_BACKEND", "neo4j")
+    with pytest.raises(ValueError, match=r"\(NEO4J_URI\): the local Neo4j"):
+        Config.from_env().check_serving()
+    monkeypatch.setenv("NEO4J_URI", "bolt://neo4j.internal:7687")
+    Config.from_env().check_serving()
+    assert Config.from_env().api_workers == 3

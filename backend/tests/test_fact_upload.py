@@ -1,4 +1,4 @@
-"""`flask import-facts`: a JSONL file into a graph through the served API (waitress, the embedded
+"""`flask import-facts`: a JSONL file into a graph through the served API (gunicorn, the embedded
 FalkorDB, the in-process embedder), checked whole first, in batches, resumable after the server dies
 or the command is interrupted, and every fact stored exactly once."""
 

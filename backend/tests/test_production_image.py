@@ -40,6 +40,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 os.environ.update(GRAPH_BACKEND="neo4j", EMBEDDING_PROVIDER="openai", DOTENV_PATH=os.devnull)
 import app.wsgi
+import app.cli.gunicorn_conf  # the image's server configuration
 health = app.wsgi.app.test_client().get("/health")
 from app.graph import runtime
 try:
@@ -206,3 +207,22 @@ def test_the_model_command_runs_without_any_optional_extra():
     assert result.returncode == 0, result.stderr[-3000:]
     # Nor the heavy parts of the app: the health check runs it every 15 s.
     assert result.stdout.strip() == "[]"
+
+
+# -- Serving: an init, gunicorn's graceful stop ------------------------------------------------------
+
+
+def _dockerfile() -> str:
+    return (BACKEND / "Dockerfile").read_text(encoding="utf-8")
+
+
+def test_the_image_runs_gunicorn_with_the_settings_under_an_init():
+    text = _dockerfile()
+    # PID 1 is tini: it passes SIGTERM on (gunicorn's graceful stop) and reaps orphans.
+    assert re.findall(r"^ENTRYPOINT (.*)$", text, re.M) == ['["tini", "--"]']
+    assert re.search(r"apt-get install -y --no-install-recommends 'tini=[\d.]+-\d+\*'", text)
+    command = json.loads(re.findall(r"^CMD (.*)$", text, re.M)[-1])
+    assert command == ["gunicorn", "--config", "python:app.cli.gunicorn_conf", "app.wsgi:app"]
+    assert any(line.startswith("gunicorn==") for line in PYPROJECT["project"]["dependencies"])
+    # The build fails when the server's configuration does not import without the extras.
+    assert "import app.wsgi, app.cli.gunicorn_conf" in text
