@@ -127,6 +127,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+# What a browser sends as Origin: scheme://host[:port], nothing after it.
+_ORIGIN = re.compile(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?")
+
+
+def _origins(name: str) -> tuple[str, ...]:
+    """A comma-separated list of web origins, each as a browser sends it (lower case, no path)."""
+    origins = []
+    for part in (_env(name) or "").split(","):
+        origin = part.strip().lower().removesuffix("/")
+        if not origin:
+            continue
+        if not _ORIGIN.fullmatch(origin):
+            raise ValueError(f"{name}: {part.strip()!r} is not a web origin such as https://app.example.com "
+                             "(scheme://host[:port], no path; several are separated by commas)")
+        origins.append(origin)
+    return tuple(dict.fromkeys(origins))
+
+
 def _instructions(raw: str | None) -> str | None:
     """RERANKER_INSTRUCTIONS is free text, or the path of a file that holds it."""
     if raw is None:
@@ -261,6 +279,8 @@ class Config:
     # what still runs then is cut off. 60: a reranked search on a CPU judge took 25 s at p50 here and 52 s
     # on a slower VM (README); an import batch cut off is rolled back, and import-facts sends it again.
     shutdown_grace_s: int = 60
+    # Web origins (scheme://host[:port]) whose pages may call the API from a browser (CORS); none by default.
+    cors_origins: tuple[str, ...] = ()
     max_request_bytes: int = 16 * 1024 * 1024
     search_timeout_s: float = 180.0
 
@@ -425,6 +445,7 @@ class Config:
             api_workers=_int("API_WORKERS", cls.api_workers, 1, 64),
             api_threads=_int("API_THREADS", cls.api_threads, 1, 1000),
             shutdown_grace_s=_int("SHUTDOWN_GRACE_S", cls.shutdown_grace_s, 1, 86400),
+            cors_origins=_origins("CORS_ORIGINS"),
             max_request_bytes=_int("MAX_REQUEST_BYTES", cls.max_request_bytes, 1024),
             search_timeout_s=_float("SEARCH_TIMEOUT_S", cls.search_timeout_s, 1),
             log_level=_choice("LOG_LEVEL", "INFO", LOG_LEVELS).upper(),
