@@ -103,7 +103,8 @@ def test_sigterm_finishes_the_search_in_flight_refuses_new_connections_and_exits
     assert answer["finished_at"] - stopped_at >= JUDGE_S / 2  # it was in flight at the signal
     assert exited_after_s < GRACE_S, app.log_tail()
     assert wait_gone(database_pid, 30)  # the worker stopped the embedded FalkorDB it had started
-    assert "Embedded FalkorDB stopped" in app.log_tail(200)
+    log = app.log_tail(200)
+    assert "Stopping: new connections refused" in log and "Embedded FalkorDB stopped" in log
 
 
 def test_a_request_that_outlasts_the_grace_is_cut_off_and_the_server_goes(tmp_path):

@@ -49,11 +49,17 @@ class DrainingThreadWorker(ThreadWorker):
     stock worker keeps them open until its requests have finished, so the kernel accepts connections
     that nobody answers and resets them at the end.)"""
 
+    _stopping = False
+
     def set_accept_enabled(self, enabled: bool) -> None:
         super().set_accept_enabled(enabled)
-        if not enabled and not self.alive:  # the stop, not a worker at its connection limit
-            for listener in self.sockets:
-                listener.close()  # gunicorn's socket closes once; its own close at the end does nothing
+        if enabled or self.alive or self._stopping:  # a full worker pausing, or a stop already begun
+            return
+        self._stopping = True
+        for listener in self.sockets:
+            listener.close()  # gunicorn's socket closes once; its own close at the end does nothing
+        logger.info("Stopping: new connections refused; %d open connection(s) get up to %d s to finish",
+                    self.nr_conns, self.cfg.graceful_timeout)
 
 
 def bind_address(host: str, port: int) -> str:
