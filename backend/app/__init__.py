@@ -47,10 +47,12 @@ def create_app(config: Config | None = None) -> Flask:
     # pull in Flask blueprints, Graphiti and the database drivers.
     from app.api import errors, graph, health, report, rerank, tasks
     from app.api.auth import install_auth
+    from app.api.body_limit import install_body_limit
     from app.api.cors import install_cors
     from app.cli import register_cli
 
     install_auth(app, config)
+    install_body_limit(app)
     install_cors(app, config)
     errors.register(app)
     for blueprint in (health.bp, graph.bp, tasks.bp, report.bp, rerank.bp):

@@ -64,6 +64,14 @@ def test_served_app_listens_on_loopback_only_and_enforces_token_and_size(tmp_pat
         assert response.status == 413
         assert "larger than 65536 bytes" in json.loads(response.read())["error"]["message"]
         connection.close()
+        # A chunked body within the limit is read whole (the server hands it over as a stream).
+        connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=120)
+        chunks = (part.encode() for part in ('{"graph_id": ', '"chunked_ok", ', '"name": "' + "n" * 150 + '"}'))
+        connection.request("POST", "/api/graph", body=chunks, encode_chunked=True,
+                           headers={**AUTH, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 201, response.read()
+        connection.close()
     assert TOKEN not in app.log_tail(1000)
 
 
