@@ -68,7 +68,7 @@ neo4j-stop: venv
 demo: venv
 	@cd backend && exec ../$(PY) -m app.cli.stack_env demo -- ../$(PY) -m flask --app app demo $(DEMO_ARGS)
 
-# The API (waitress) on the same stack; the reranker uses the local model server when it runs
+# The API (gunicorn, as the image serves it: app/cli/server.py) on the same stack; the reranker uses the local model server when it runs
 # (`make local-llm`), else RERANKER_* as configured.
 serve: venv
 	@cd backend && exec ../$(PY) -m app.cli.stack_env serve -- ../$(PY) -m flask --app app serve
@@ -85,7 +85,7 @@ worker: venv
 bench: venv
 	@cd backend && exec ../$(PY) -m app.cli.stack_env bench -- ../$(PY) -m flask --app app bench $(ARGS)
 
-# Load test on waitress: N concurrent clients on POST /api/graph/<id>/search, reranker off and on
+# Load test on the served API: N concurrent clients on POST /api/graph/<id>/search, reranker off and on
 # (a stand-in judge answering in 50-150 ms); fails on any error or more model requests in flight
 # than RERANKER_MAX_PARALLEL. Options: make load LOAD_ARGS="--clients 32 --duration 20 --json-out /tmp/load.json"
 load: venv

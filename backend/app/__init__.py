@@ -50,6 +50,8 @@ def create_app(config: Config | None = None) -> Flask:
     from app.api import errors, graph, health, metrics, report, rerank, tasks
     from app.api.auth import install_auth
     from app.api.request_log import install_request_log
+    from app.api.body_limit import install_body_limit
+    from app.api.cors import install_cors
     from app.cli import register_cli
     from app.metrics import check_mode
 
@@ -58,6 +60,8 @@ def create_app(config: Config | None = None) -> Flask:
     install_request_log(app, config)
     metrics.install_request_metrics(app)
     install_auth(app, config)
+    install_body_limit(app)
+    install_cors(app, config)
     errors.register(app)
     for blueprint in (health.bp, graph.bp, tasks.bp, report.bp, rerank.bp, metrics.bp):
         app.register_blueprint(blueprint)

@@ -7,6 +7,7 @@ for an application setting. `Config.from_env()` validates the switches, so a typ
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ RERANKER_FUSIONS = ("none", "rrf", "linear", "zscore")
 # Which candidates a cascade asks the judge about (app/rerank/fusion.py `cascade_positions`).
 RERANKER_JUDGE_FOCI = ("top", "cut", "disagree")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# HOST names that reach only this machine; any other HOST needs API_TOKEN (`Config.check_serving`).
+LOOPBACK_NAMES = ("localhost",)
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
 _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
@@ -127,6 +130,33 @@ def _shared_directory(name: str) -> Path | None:
     return path
 
 
+def _is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a name: it may resolve to anything
+        return False
+
+
+# What a browser sends as Origin: scheme://host[:port], nothing after it.
+_ORIGIN = re.compile(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?")
+
+
+def _origins(name: str) -> tuple[str, ...]:
+    """A comma-separated list of web origins, each as a browser sends it (lower case, no path)."""
+    origins = []
+    for part in (_env(name) or "").split(","):
+        origin = part.strip().lower().removesuffix("/")
+        if not origin:
+            continue
+        if not _ORIGIN.fullmatch(origin):
+            raise ValueError(f"{name}: {part.strip()!r} is not a web origin such as https://app.example.com "
+                             "(scheme://host[:port], no path; several are separated by commas)")
+        origins.append(origin)
+    return tuple(dict.fromkeys(origins))
+
+
 def _instructions(raw: str | None) -> str | None:
     """RERANKER_INSTRUCTIONS is free text, or the path of a file that holds it."""
     if raw is None:
@@ -152,7 +182,8 @@ class Config:
     falkordb_url: str | None = field(default=None, repr=False)
     neo4j_uri: str | None = None  # unset: the app starts its own local Neo4j (app/graph/local_neo4j.py)
     neo4j_user: str = "neo4j"
-    neo4j_password: str = field(default="password", repr=False)
+    # The same default in .env.example and docker-compose.yml (tests/test_config.py holds them to it).
+    neo4j_password: str = field(default="change-me-please", repr=False)
     neo4j_database: str = "neo4j"  # the database every graph lives in (Neo4j 4+ serves several)
     data_dir: Path = REPO_ROOT / "data"
     # The local Neo4j (NEO4J_URI unset): Maven's jars cached here, Bolt on this port (0: a free one)
@@ -251,6 +282,17 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 5001
     api_token: str | None = field(default=None, repr=False)
+    # The server (gunicorn, app/cli/server.py; how many of each: docs/DEPLOY.md). Worker processes, each
+    # with its own graph runtime and reranker (RERANKER_MAX_PARALLEL and the score cache are per
+    # process), and the requests one worker serves at once (a search holds its thread until it answers).
+    api_workers: int = 1
+    api_threads: int = 16
+    # On SIGTERM new connections are refused at once and the requests in flight get this long to finish;
+    # what still runs then is cut off. 60: a reranked search on a CPU judge took 25 s at p50 here and 52 s
+    # on a slower VM (README); an import batch cut off is rolled back, and import-facts sends it again.
+    shutdown_grace_s: int = 60
+    # Web origins (scheme://host[:port]) whose pages may call the API from a browser (CORS); none by default.
+    cors_origins: tuple[str, ...] = ()
     max_request_bytes: int = 16 * 1024 * 1024
     search_timeout_s: float = 180.0
 
@@ -310,6 +352,25 @@ class Config:
                 f"RERANKER_FUSION_WEIGHT ({self.reranker_fusion_weight}) + RERANKER_COSINE_WEIGHT "
                 f"({self.reranker_cosine_weight}) must be <= 1: they are the judge's and the cosine's shares")
 
+    @property
+    def starts_own_database(self) -> bool:
+        """Whether the app starts its graph database itself (the embedded FalkorDB, the local Neo4j)."""
+        return (self.falkordb_url if self.graph_backend == "falkordb" else self.neo4j_uri) is None
+
+    def check_serving(self) -> None:
+        """What serving the API needs beyond each setting's own check; ValueError naming the setting.
+
+        Only the server asks: the CLI tools, compose's model one-shot and the health check read the same
+        settings (HOST=0.0.0.0 in the image) without listening anywhere."""
+        if not _is_loopback(self.host) and not self.api_token:
+            raise ValueError(f"API_TOKEN is required: HOST={self.host} listens beyond this machine "
+                             "(set API_TOKEN, or HOST=127.0.0.1)")
+        if self.api_workers > 1 and self.starts_own_database:
+            setting, own = (("FALKORDB_URL", "embedded FalkorDB") if self.graph_backend == "falkordb"
+                            else ("NEO4J_URI", "local Neo4j"))
+            raise ValueError(f"API_WORKERS={self.api_workers} needs a database server ({setting}): the {own} "
+                             "the app starts itself serves one process (or set API_WORKERS=1)")
+
     @classmethod
     def from_env(cls) -> "Config":
         """Read and validate every setting; raises ValueError naming the bad one."""
@@ -325,7 +386,7 @@ class Config:
             falkordb_url=_env("FALKORDB_URL"),
             neo4j_uri=_env("NEO4J_URI"),
             neo4j_user=_env("NEO4J_USER", cls.neo4j_user),
-            neo4j_password=_env("NEO4J_PASSWORD", "password"),
+            neo4j_password=_env("NEO4J_PASSWORD", cls.neo4j_password),
             neo4j_database=_env("NEO4J_DATABASE", cls.neo4j_database),
             data_dir=Path(_env("DATA_DIR", str(REPO_ROOT / "data"))).expanduser().resolve(),
             neo4j_cache_dir=Path(_env("NEO4J_CACHE_DIR", str(cls.neo4j_cache_dir))).expanduser(),
@@ -402,6 +463,10 @@ class Config:
             host=_env("HOST", cls.host),
             port=_int("PORT", cls.port, 0),
             api_token=_env("API_TOKEN"),
+            api_workers=_int("API_WORKERS", cls.api_workers, 1, 64),
+            api_threads=_int("API_THREADS", cls.api_threads, 1, 1000),
+            shutdown_grace_s=_int("SHUTDOWN_GRACE_S", cls.shutdown_grace_s, 1, 86400),
+            cors_origins=_origins("CORS_ORIGINS"),
             max_request_bytes=_int("MAX_REQUEST_BYTES", cls.max_request_bytes, 1024),
             search_timeout_s=_float("SEARCH_TIMEOUT_S", cls.search_timeout_s, 1),
             log_level=_choice("LOG_LEVEL", "INFO", LOG_LEVELS).upper(),

@@ -7,7 +7,7 @@
     JOBS_FINISHED.labels(kind=..., outcome=...).inc()  # the job queue: a job ended
     register_queue_depth(lambda: {"default": 3})       # the job queue: depths read at each scrape
 
-One process (`make serve`, waitress): the values live in the process, and /metrics answers them with
+One server process (`make serve`): the values live in the process, and /metrics answers them with
 the client library's process and Python metrics. Several processes on one server (gunicorn workers,
 job workers): PROMETHEUS_MULTIPROC_DIR names a directory they all share, empty when the server
 starts; each process writes its values to files there and /metrics, whichever process answers, adds
@@ -190,6 +190,13 @@ def exposition(multiproc_dir: Path | None, accept: str | None = None) -> tuple[b
         registry = REGISTRY
     encoder, content_type = choose_encoder(accept or "")
     return encoder(registry), content_type
+
+
+def clear_multiprocess_files(multiproc_dir: Path | None) -> None:
+    """Remove the files of an earlier server's processes (multiprocess mode): a fresh start sums only its
+    own processes' values."""
+    for path in multiproc_dir.glob("*.db") if multiproc_dir else ():
+        path.unlink(missing_ok=True)
 
 
 def mark_process_dead(pid: int) -> None:

@@ -1,7 +1,9 @@
+import os
 import re
 from pathlib import Path
 
 import pytest
+from dotenv import dotenv_values
 
 from app import config as config_module
 from app.config import Config
@@ -146,3 +148,84 @@ def test_every_number_below_its_minimum_is_refused_by_name(monkeypatch, kind, na
         monkeypatch.setenv(name, str(int(high) + 1) if kind == "int" else str(high + 0.001))
         with pytest.raises(ValueError, match=rf"{name} must be <= "):
             Config.from_env()
+
+
+# -- One default per setting: .env.example, docker-compose.yml and Config agree -----------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env_example() -> dict[str, str]:
+    return {name: value for name, value in dotenv_values(REPO / ".env.example").items() if value is not None}
+
+
+def _clean_environment(monkeypatch) -> None:
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DOTENV_PATH", os.devnull)
+
+
+def test_every_value_in_env_example_is_the_default(monkeypatch):
+    """Copying .env.example to .env changes nothing: each value it shows is the one the code uses unset."""
+    _clean_environment(monkeypatch)
+    defaults = Config.from_env()
+    shown = _env_example()
+    assert len(shown) >= 60
+    for name, value in shown.items():
+        monkeypatch.setenv(name, value)
+    assert Config.from_env() == defaults
+
+
+def test_compose_defaults_are_the_settings_defaults(monkeypatch):
+    """Where docker-compose.yml falls back on a default (`${NAME:-default}`) for one of the app's settings,
+    it is the app's own default and the one .env.example shows."""
+    _clean_environment(monkeypatch)
+    defaults = Config.from_env()
+    compose = (REPO / "docker-compose.yml").read_text(encoding="utf-8")
+    shown = _env_example()
+    checked = set()
+    for name, default in re.findall(r"\$\{(\w+):-([^}]*)\}", compose):
+        if name not in shown:
+            continue  # not one of the app's settings (OLLAMA_NUM_PARALLEL is Ollama's own)
+        assert default == shown[name], name
+        monkeypatch.setenv(name, default)
+        assert Config.from_env() == defaults, name
+        monkeypatch.delenv(name)
+        checked.add(name)
+    assert {"NEO4J_PASSWORD", "NEO4J_DATABASE"} <= checked
+
+
+# -- What serving needs beyond each setting ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.53", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_serving_on_loopback_needs_no_token(monkeypatch, host):
+    monkeypatch.setenv("HOST", host)
+    Config.from_env().check_serving()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "backend.internal", "fe80::1"])
+def test_serving_beyond_loopback_needs_api_token(monkeypatch, host):
+    monkeypatch.setenv("HOST", host)
+    config = Config.from_env()  # reading the settings is fine: the CLI tools and the health check do
+    with pytest.raises(ValueError) as error:
+        config.check_serving()
+    assert str(error.value) == (f"API_TOKEN is required: HOST={host} listens beyond this machine "
+                                "(set API_TOKEN, or HOST=127.0.0.1)")
+    monkeypatch.setenv("API_TOKEN", "tok-7f3a")
+    Config.from_env().check_serving()
+
+
+def test_more_than_one_worker_needs_a_database_server(monkeypatch):
+    monkeypatch.setenv("API_WORKERS", "3")
+    with pytest.raises(ValueError, match=r"API_WORKERS=3 needs a database server \(FALKORDB_URL\): the embedded "
+                                         r"FalkorDB the app starts itself serves one process"):
+        Config.from_env().check_serving()
+    monkeypatch.setenv("FALKORDB_URL", "redis://falkordb.internal:6379")
+    Config.from_env().check_serving()
+    monkeypatch.setenv("GRAPH_BACKEND", "neo4j")
+    with pytest.raises(ValueError, match=r"\(NEO4J_URI\): the local Neo4j"):
+        Config.from_env().check_serving()
+    monkeypatch.setenv("NEO4J_URI", "bolt://neo4j.internal:7687")
+    Config.from_env().check_serving()
+    assert Config.from_env().api_workers == 3

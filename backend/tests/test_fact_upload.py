@@ -1,4 +1,4 @@
-"""`flask import-facts`: a JSONL file into a graph through the served API (waitress, the embedded
+"""`flask import-facts`: a JSONL file into a graph through the served API (gunicorn, the embedded
 FalkorDB, the in-process embedder), checked whole first, in batches, resumable after the server dies
 or the command is interrupted, and every fact stored exactly once."""
 
@@ -19,6 +19,7 @@ import pytest
 from app.bench.load_run import ServedApp, request_json, synthetic_facts
 from app.cli import fact_upload
 from app.cli.fact_upload import Api, ServerUnreachable, Upload, UploadError, read_state
+from tests.support.app_process import AppProcess, call
 
 BACKEND = Path(__file__).resolve().parents[1]
 
@@ -235,3 +236,28 @@ def test_a_rolled_back_batch_is_sent_again_and_a_refused_one_is_not(monkeypatch,
         assert scripted.requests == len(statuses)  # 503 again up to RETRIES times; any other refusal once
     finally:
         scripted.close()
+
+
+def test_the_command_sends_api_token_to_a_server_that_needs_it(tmp_path):
+    """A served app with API_TOKEN: the command reads the same setting and sends it as a bearer token;
+    without it, or with another, it stops at the first request in one line and nothing is stored."""
+    path = _write(tmp_path / "facts.jsonl", synthetic_facts(6))
+    with AppProcess(tmp_path / "data", tmp_path / "serve.log", API_TOKEN="tok-import-51e0",
+                    RERANKER_PROVIDER="none") as app:
+        base = {**os.environ, "DOTENV_PATH": os.devnull}
+        base.pop("API_TOKEN", None)
+        args = [sys.executable, "-m", "flask", "--app", "app", "import-facts", str(path), "--graph", "tok",
+                "--create", "--url", app.url("")]
+        for env, said in ((base, "set API_TOKEN to its token"),
+                          ({**base, "API_TOKEN": "tok-not-this-one"}, "API_TOKEN is not its token")):
+            refused = subprocess.run(args, cwd=BACKEND, env=env, capture_output=True, text=True, timeout=120)
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            assert refused.stderr.strip().splitlines() == [f"Error: the API at {app.url('')} answered HTTP 401: {said}"]
+        assert call(app.url("/api/graph/tok/stats"), headers={"Authorization": "Bearer tok-import-51e0"})[0] == 404
+
+        done = subprocess.run(args, cwd=BACKEND, env={**base, "API_TOKEN": "tok-import-51e0"}, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Done: 6 facts acknowledged" in done.stdout
+        status, stats = call(app.url("/api/graph/tok/stats"), headers={"Authorization": "Bearer tok-import-51e0"})
+        assert status == 200 and stats["edges"] == 6

@@ -1,7 +1,7 @@
 """The graph lifecycle under concurrent requests: create, import and delete of one graph are
 ordered, concurrent imports share entities, an import is idempotent per (source, relation, target,
 fact). Real app, real embedder, on both databases (the embedded FalkorDB and the real local Neo4j);
-concurrency from threads, as waitress serves."""
+concurrency from threads, as the server's threaded workers serve."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`flask load` end to end, briefly: two real waitress servers (reranker off, then on against the
+"""`flask load` end to end, briefly: two real served APIs (reranker off, then on against the
 stand-in judge), a few clients for two seconds each. The figures themselves are for the command's
 own output (docs/bench/SCALE.md, "Load"); this only proves the command runs, counts, and holds its bounds."""
 

@@ -17,7 +17,9 @@ import tomllib
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
 import yaml
+from dotenv import dotenv_values
 
 from app.config import Config
 from app.local_llm.ensure_models import needed_models
@@ -39,8 +41,9 @@ class Block(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Block())
 os.environ.update(GRAPH_BACKEND="neo4j", EMBEDDING_PROVIDER="openai", DOTENV_PATH=os.devnull)
-from app import create_app  # app.wsgi would also run the start step (connect to Neo4j): not here
-health = create_app().test_client().get("/health")
+import app.wsgi
+import app.cli.gunicorn_conf  # the image's server configuration
+health = app.wsgi.app.test_client().get("/health")
 from app.graph import runtime
 try:
     runtime._embedded_module("app.graph.embedded_falkordb")
@@ -106,6 +109,11 @@ MODEL_SETTINGS = ("LLM_MODEL_NAME", "EMBEDDING_MODEL", "RERANKER_MODEL")
 _DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")
 
 
+def _resolved(value: object) -> str:
+    """A compose value with each `${NAME:-default}` read as its default (no .env, nothing in the shell)."""
+    return _DEFAULTED.sub(lambda m: m.group(2), str(value))
+
+
 def compose_services() -> dict[str, dict]:
     return yaml.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
 
@@ -152,7 +160,6 @@ def test_compose_restarts_what_runs_and_runs_the_model_pull_once_before_the_back
     # The optional rerank-API profile: TEI and a second backend configured for it.
     assert services["reranker"]["profiles"] == services["backend-rerank-api"]["profiles"] == ["reranker-api"]
     assert services["backend-rerank-api"]["environment"]["RERANKER_PROVIDER"] == "rerank_api"
-    assert services["backend-rerank-api"]["ports"] == ["127.0.0.1:5002:5001"]
 
 
 def test_compose_neo4j_database_is_one_setting_with_its_default():
@@ -186,11 +193,11 @@ def test_compose_pulls_every_model_a_backend_uses_and_ollama_checks_for(monkeypa
             monkeypatch.delenv(name)
         monkeypatch.setenv("DOTENV_PATH", os.devnull)
         for name, value in environment.items():
-            monkeypatch.setenv(name, _DEFAULTED.sub(lambda m: m.group(2), str(value)))
+            monkeypatch.setenv(name, _resolved(value))
         return {(model.server, model.name) for model in needed_models(Config.from_env())}
 
     pulled = needed(services["ollama-models"]["environment"])
-    assert pulled == {("http://ollama:11434", services["ollama"]["environment"][s]) for s in MODEL_SETTINGS}
+    assert pulled == {("http://ollama:11434", _resolved(services["ollama"]["environment"][s])) for s in MODEL_SETTINGS}
     assert needed(services["backend"]["environment"]) == pulled
     assert needed(services["backend-rerank-api"]["environment"]) <= pulled  # its judge is TEI, not Ollama
 
@@ -206,3 +213,82 @@ def test_the_model_command_runs_without_any_optional_extra():
     assert result.returncode == 0, result.stderr[-3000:]
     # Nor the heavy parts of the app: the health check runs it every 15 s.
     assert result.stdout.strip() == "[]"
+
+
+# -- Serving: an init, gunicorn's graceful stop, the settings from .env, replicas --------------------
+
+BACKENDS = ("backend", "backend-rerank-api")
+
+
+def _dockerfile() -> str:
+    return (BACKEND / "Dockerfile").read_text(encoding="utf-8")
+
+
+def _final_stage_env() -> dict[str, str]:
+    """The ENV the running image has (its last stage), `$PATH`-style references left as written."""
+    last_stage = _dockerfile().rsplit("\nFROM ", 1)[1]
+    block = re.search(r"^ENV ((?:.*\\\n)*.*)$", last_stage, re.M).group(1)
+    return dict(pair.split("=", 1) for pair in block.replace("\\\n", " ").split())
+
+
+def test_the_image_runs_gunicorn_with_the_settings_under_an_init():
+    text = _dockerfile()
+    # PID 1 is tini: it passes SIGTERM on (gunicorn's graceful stop) and reaps orphans.
+    assert re.findall(r"^ENTRYPOINT (.*)$", text, re.M) == ['["tini", "--"]']
+    assert re.search(r"apt-get install -y --no-install-recommends 'tini=[\d.]+-\d+\*'", text)
+    command = json.loads(re.findall(r"^CMD (.*)$", text, re.M)[-1])
+    assert command == ["gunicorn", "--config", "python:app.cli.gunicorn_conf", "app.wsgi:app"]
+    assert any(line.startswith("gunicorn==") for line in PYPROJECT["project"]["dependencies"])
+    # The build fails when the server's configuration does not import without the extras.
+    assert "import app.wsgi, app.cli.gunicorn_conf" in text
+
+
+def test_compose_reads_env_for_every_backend_service_and_it_may_be_missing():
+    services = compose_services()
+    for name in (*BACKENDS, "ollama-models"):
+        assert services[name]["env_file"] == [{"path": ".env", "required": False}], name
+    # compose reads .env relative to itself: the one .env.example tells you to make.
+    assert (REPO / ".env.example").exists() and (REPO / "docker-compose.yml").exists()
+
+
+def test_compose_gives_the_backends_a_stop_longer_than_their_grace():
+    services = compose_services()
+    for name in BACKENDS:
+        grace = services[name]["stop_grace_period"]
+        seconds = int(re.fullmatch(r"(\d+)s", grace).group(1))
+        # Docker's SIGKILL must come after the server's own end: the grace, then closing the graph runtime.
+        assert seconds >= Config().shutdown_grace_s + 10, name
+        assert "SHUTDOWN_GRACE_S" not in services[name]["environment"], name  # one value: the settings'
+
+
+def test_compose_backends_publish_no_fixed_host_port():
+    """`docker compose up --scale backend=N` starts N replicas: none may claim a host port of its own."""
+    services = compose_services()
+    for name in BACKENDS:
+        for mapping in services[name]["ports"]:
+            host_ip, host_port, container_port = str(mapping).rsplit(":", 2)
+            assert host_ip == "127.0.0.1" and host_port == "" and container_port == "5001", (name, mapping)
+
+
+def test_the_container_settings_compose_builds_from_env_example(monkeypatch):
+    """What a backend container reads, as compose builds it: the image's ENV, then .env (here
+    .env.example copied), then the service's `environment:` (its defaults, nothing in the shell). The
+    stack's wiring must win over what .env.example says for a developer's machine."""
+    environment = {**_final_stage_env(),
+                   **{k: v for k, v in dotenv_values(REPO / ".env.example").items() if v is not None},
+                   **{k: _resolved(v) for k, v in compose_services()["backend"]["environment"].items()}}
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DOTENV_PATH", os.devnull)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    config = Config.from_env()
+    assert (config.host, config.port, str(config.data_dir)) == ("0.0.0.0", 5001, "/srv/data")
+    assert (config.graph_backend, config.neo4j_uri) == ("neo4j", "bolt://neo4j:7687")
+    assert {config.llm_base_url, config.embedding_base_url, config.reranker_base_url} == {"http://ollama:11434/v1"}
+    assert not config.starts_own_database
+    # Listening beyond loopback, it starts only with a token: .env.example has none.
+    with pytest.raises(ValueError, match="API_TOKEN is required: HOST=0.0.0.0"):
+        config.check_serving()
+    monkeypatch.setenv("API_TOKEN", "tok-from-dotenv")
+    Config.from_env().check_serving()

@@ -3,7 +3,7 @@ GET /health/ready answers 200 only when the graph database answers now and the r
 else 503 in the API's one error shape naming why (`graph_unavailable` or `reranker_not_ready`), with
 Retry-After. Both are open without API_TOKEN, as /health is.
 
-Real parts: replicas as production runs them (`waitress-serve app.wsgi:app`, `flask serve`) on a
+Real parts: replicas as production runs them (the image's gunicorn command, `flask serve`) on a
 FalkorDB reached by FALKORDB_URL that is killed and started again (tests/support/falkordb_server.py)
 and on the session's local Neo4j stopped and started again; the scripted model server over HTTP. The
 readiness tests of the model's warm-up are in tests/test_reranker_warmup.py.
@@ -35,13 +35,14 @@ TOKEN = "health-token-5ecret"
 
 
 class WsgiReplica:
-    """The image's command, `waitress-serve app.wsgi:app`, on a free port with its own DATA_DIR; its
-    start step runs at import, so it takes requests only once its database answered."""
+    """The image's command, gunicorn with app/cli/gunicorn_conf.py, on a free port with its own DATA_DIR;
+    its worker runs the start step first, so it takes requests only once its database answered."""
 
     def __init__(self, tmp_path, **env: str) -> None:
         self.port = free_port()
         self.log_path = tmp_path / "replica.log"
         self.env = {**os.environ, "DOTENV_PATH": os.devnull, "DATA_DIR": str(tmp_path / "replica-data"),
+                    "HOST": "127.0.0.1", "PORT": str(self.port), "API_THREADS": "8",
                     "EMBEDDING_PROVIDER": "local", "RERANKER_PROVIDER": "none", "LOG_LEVEL": "INFO",
                     "GRAPHITI_TELEMETRY_ENABLED": "false", **env}
         self.process: subprocess.Popen | None = None
@@ -52,7 +53,7 @@ class WsgiReplica:
     def __enter__(self) -> "WsgiReplica":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{self.port}", "--threads=8", "app.wsgi:app"],
+                [sys.executable, "-m", "gunicorn", "--config", "python:app.cli.gunicorn_conf", "app.wsgi:app"],
                 cwd=BACKEND_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

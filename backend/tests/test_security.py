@@ -64,6 +64,14 @@ def test_served_app_listens_on_loopback_only_and_enforces_token_and_size(tmp_pat
         assert response.status == 413
         assert "larger than 65536 bytes" in json.loads(response.read())["error"]["message"]
         connection.close()
+        # A chunked body within the limit is read whole (the server hands it over as a stream).
+        connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=120)
+        chunks = (part.encode() for part in ('{"graph_id": ', '"chunked_ok", ', '"name": "' + "n" * 150 + '"}'))
+        connection.request("POST", "/api/graph", body=chunks, encode_chunked=True,
+                           headers={**AUTH, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 201, response.read()
+        connection.close()
     assert TOKEN not in app.log_tail(1000)
 
 
@@ -183,3 +191,59 @@ def test_uploads_are_never_written_to_disk(client, tmp_path):
     # Every upload was read from memory: the first stored both facts, the others found them there.
     assert client.get(f"/api/graph/{gid}/stats").get_json()["edges"] == 2
     assert [answer["skipped_duplicates"] for answer in answers] == [0] + [2] * (len(names) - 1)
+
+
+# -- CORS: browsers on the listed origins only, the token still required ---------------------------
+
+ALLOWED_ORIGIN = "https://app.example.com"
+PREFLIGHT = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+
+
+def test_cors_is_off_by_default(backend):
+    _, client = backend()
+    response = client.get("/api/graph", headers={"Origin": ALLOWED_ORIGIN})
+    assert response.status_code == 200 and "Access-Control-Allow-Origin" not in response.headers
+    preflight = client.options("/api/graph", headers={"Origin": ALLOWED_ORIGIN, **PREFLIGHT})
+    assert "Access-Control-Allow-Origin" not in preflight.headers
+
+
+def test_cors_lets_listed_origins_call_with_the_token_and_no_other(backend):
+    _, client = backend(API_TOKEN=TOKEN, CORS_ORIGINS=f"{ALLOWED_ORIGIN}/, http://localhost:3000")
+    # The preflight carries no token (browsers never send one on it) and is answered anyway.
+    preflight = client.options("/api/graph", headers={"Origin": ALLOWED_ORIGIN, **PREFLIGHT})
+    assert preflight.status_code == 200, preflight.get_data(as_text=True)
+    assert preflight.headers["Access-Control-Allow-Origin"] == ALLOWED_ORIGIN
+    assert {"GET", "POST"} <= {m.strip() for m in preflight.headers["Access-Control-Allow-Methods"].split(",")}
+    assert preflight.headers["Access-Control-Allow-Headers"] == "authorization, content-type"
+    assert "Origin" in preflight.headers["Vary"]
+    assert TOKEN not in preflight.get_data(as_text=True)
+
+    # The request itself still needs the token; the 401 is readable by the page (it names the origin).
+    refused = client.get("/api/graph", headers={"Origin": ALLOWED_ORIGIN})
+    assert refused.status_code == 401 and refused.headers["Access-Control-Allow-Origin"] == ALLOWED_ORIGIN
+    answered = client.get("/api/graph", headers={"Origin": "http://localhost:3000", **AUTH})
+    assert answered.status_code == 200
+    assert answered.headers["Access-Control-Allow-Origin"] == "http://localhost:3000"
+    assert "Retry-After" in answered.headers["Access-Control-Expose-Headers"]
+
+    # Any other origin, or an allowed one on another scheme or port, gets no CORS header at all.
+    for other in ("https://evil.example.com", "http://app.example.com", "https://app.example.com:8443",
+                  "null", "https://app.example.com.evil.net"):
+        preflight = client.options("/api/graph", headers={"Origin": other, **PREFLIGHT})
+        response = client.get("/api/graph", headers={"Origin": other, **AUTH})
+        assert response.status_code == 200  # the server answers; the browser keeps it from the page
+        for answer in (preflight, response):
+            cors_headers = [name for name in answer.headers.keys() if name.startswith("Access-Control-")]
+            assert cors_headers == [], (other, cors_headers)
+
+    # A preflight is not a way around the token: only OPTIONS passes, and it reads nothing.
+    assert client.open("/api/graph", method="GET", headers={"Origin": ALLOWED_ORIGIN, **PREFLIGHT}).status_code == 401
+    assert client.post("/api/graph", json={"graph_id": unique_graph_id("cors")},
+                       headers={"Origin": ALLOWED_ORIGIN, **PREFLIGHT}).status_code == 401
+
+
+@pytest.mark.parametrize("value", ["*", "app.example.com", "https://app.example.com/path", "ftp://files.example.com"])
+def test_cors_origins_must_be_web_origins(monkeypatch, value):
+    monkeypatch.setenv("CORS_ORIGINS", f"https://ok.example.com,{value}")
+    with pytest.raises(ValueError, match=r"CORS_ORIGINS: .* is not a web origin such as https://app.example.com"):
+        Config.from_env()

@@ -1,4 +1,5 @@
-"""Optional bearer token: when API_TOKEN is set, every endpoint except the health checks requires it."""
+"""Optional bearer token: when API_TOKEN is set, every endpoint except the health checks requires it (a
+CORS preflight, which browsers send without it and which reads nothing, passes: app/api/cors.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hmac
 
 from flask import Flask, request
 
+from app.api.cors import is_preflight
 from app.api.errors import error_response
 from app.config import Config
 
@@ -17,7 +19,7 @@ def install_auth(app: Flask, config: Config) -> None:
 
     @app.before_request
     def _require_token():
-        if request.path in ("/health", "/health/live", "/health/ready"):
+        if request.path in ("/health", "/health/live", "/health/ready") or is_preflight():
             return None
         supplied = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(supplied, expected):

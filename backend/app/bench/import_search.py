@@ -1,6 +1,6 @@
 """Search latency while a large import runs into the same graph (`flask --app app bench import-search`).
 
-The API is served the production way (app/bench/load_run.py's ServedApp: waitress, one process, the
+The API is served the production way (app/bench/load_run.py's ServedApp: gunicorn, one worker process, the
 embedded FalkorDB, the local embedder, reranker off) over a private DATA_DIR. A base graph is imported
 first and searched for a baseline; then one client sends a large import (new entities and facts)
 and, from a few seconds later until the import answers, another searches the same graph every

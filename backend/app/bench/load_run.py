@@ -1,9 +1,9 @@
 """The pieces of a load run (`flask --app app load`): the API served the production way in its own
 process, a synthetic graph, concurrent keep-alive clients, latency percentiles and memory readings.
 
-The server is `flask --app app serve` (waitress, one process, many threads) with its own DATA_DIR,
-so the graph singleton and its event-loop thread are exercised exactly as in production, and its
-memory is measured apart from the clients'.
+The server is `flask --app app serve` (gunicorn, app/cli/server.py: one worker process of many
+threads) with its own DATA_DIR, so the graph singleton and its event-loop thread are exercised exactly
+as in production, and its memory is measured apart from the clients'.
 """
 
 from __future__ import annotations
@@ -66,6 +66,16 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float | None:
     return None
 
 
+def server_rss_mib(pid: int) -> float | None:
+    """The API server's resident memory: its master process (`pid`) and its workers, in MiB."""
+    try:
+        workers = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return None
+    readings = [rss_mib(process) for process in (pid, *workers)]
+    return round(sum(reading for reading in readings if reading is not None), 1) if readings[0] else None
+
+
 def request_json(port: int, method: str, path: str, body: Any = None, timeout: float = 300) -> tuple[int, Any]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -92,7 +102,7 @@ def database_pid(data_dir: Path, backend: str) -> int | None:
 
 
 class ServedApp:
-    """`flask --app app serve` in a subprocess on a free loopback port.
+    """`flask --app app serve` in a subprocess on a free loopback port; `process` is gunicorn's master.
 
     GRAPH_BACKEND comes from the environment (FalkorDB unless it says neo4j); either way the app
     starts its own database under the private DATA_DIR: a configured server is never written to."""
@@ -153,7 +163,7 @@ class ServedApp:
 
     def memory(self) -> dict[str, Any]:
         pid = self.database_pid()
-        return {"app_rss_mib": rss_mib(self.process.pid), "database": self.database,
+        return {"app_rss_mib": server_rss_mib(self.process.pid), "database": self.database,
                 "database_rss_mib": rss_mib(pid) if pid is not None else None}
 
     def stop(self) -> None:

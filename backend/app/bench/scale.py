@@ -2,7 +2,7 @@
 
 ONE graph is grown through the sizes (e.g. 1k, 10k, 100k facts) with the bulk import
 (`flask import-facts`, app/cli/fact_upload.py) of synthetic facts written to a JSONL file, into the
-real API served the production way (app/bench/load_run.py's ServedApp: waitress, the app's own
+real API served the production way (app/bench/load_run.py's ServedApp: gunicorn, the app's own
 database, the embedded FalkorDB or with GRAPH_BACKEND=neo4j the local Neo4j, the local embedder) over
 a private DATA_DIR. At each size:
 

@@ -139,14 +139,15 @@ def batches(path: Path, batch_size: int, skip: int) -> Iterator[tuple[int, list[
 
 class Api:
     """The few calls the upload makes, each on a connection of its own (a batch takes seconds, a
-    connection under a millisecond on loopback)."""
+    connection under a millisecond on loopback), with the API's bearer token when there is one."""
 
-    def __init__(self, base_url: str):
+    def __init__(self, base_url: str, token: str | None = None):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UploadError(f"--url must be an http(s) URL such as http://127.0.0.1:5001, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self._parts = parts
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         connection_class = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
@@ -154,7 +155,7 @@ class Api:
         payload = None if body is None else json.dumps(body)
         try:
             connection.request(method, self._parts.path.rstrip("/") + path, payload,
-                               {"Content-Type": "application/json"} if payload else {})
+                               {**self._auth, **({"Content-Type": "application/json"} if payload else {})})
             response = connection.getresponse()
             text = response.read()
         except (OSError, http.client.HTTPException) as error:
@@ -163,6 +164,9 @@ class Api:
                 "`make serve` (or pass --url)") from None
         finally:
             connection.close()
+        if response.status == 401:  # no retry can help: the token is missing or not the server's
+            raise UploadError(f"the API at {self.base_url} answered HTTP 401: "
+                              + ("API_TOKEN is not its token" if self._auth else "set API_TOKEN to its token"))
         try:
             return response.status, json.loads(text or b"null")
         except ValueError:

@@ -5,7 +5,8 @@
 
 One fact per line, as `POST /api/graph/<id>/facts` takes them. The file is checked whole first; then
 it goes in batches (app/cli/fact_upload.py), with a progress line per batch. Ctrl-C stops at once;
-the same command again goes on from the last acknowledged fact.
+the same command again goes on from the last acknowledged fact. With API_TOKEN set (the environment or
+.env), every request carries it as `Authorization: Bearer <token>`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def default_url() -> str:
 def import_facts_command(file: Path, graph_id: str, create: bool, url: str | None, batch_size: int,
                          in_flight: int, state_path: Path | None) -> None:
     """Import FILE (JSONL facts) into a graph through the running API, resumably."""
-    upload = Upload(Api(url or default_url()), file, graph_id, batch_size=batch_size, in_flight=in_flight,
-                    state_path=state_path, create=create)
+    config = current_app.config["APP_CONFIG"]
+    upload = Upload(Api(url or default_url(), config.api_token), file, graph_id, batch_size=batch_size,
+                    in_flight=in_flight, state_path=state_path, create=create)
     try:
         progress = upload.run(echo=click.echo)
     except UploadError as error:

@@ -1,6 +1,6 @@
 """`flask --app app load` (also `make load`): concurrent clients against POST /api/graph/<id>/search.
 
-Each phase serves the API the production way, `flask --app app serve` (waitress: one process, a
+Each phase serves the API the production way, `flask --app app serve` (gunicorn: one worker process, a
 thread pool, the one graph singleton and its event-loop thread), in a subprocess on loopback with a
 private DATA_DIR holding a synthetic graph, then runs N keep-alive clients for a bounded time:
 
@@ -105,10 +105,10 @@ def _failures(report: dict[str, Any]) -> list[str]:
 @click.option("--max-parallel", default=4, show_default=True, help="RERANKER_MAX_PARALLEL for the 'on' phase")
 @click.option("--judge-ms", default="50-150", show_default=True, help="judge latency range per request, ms")
 @click.option("--facts", default=300, show_default=True, help="synthetic facts in the graph")
-@click.option("--server-threads", default=16, show_default=True, help="waitress worker threads")
+@click.option("--server-threads", default=16, show_default=True, help="the server's threads (API_THREADS)")
 @click.option("--json-out", type=click.Path(dir_okay=False), help="also write the figures as JSON")
 def load_command(**options: Any) -> None:
-    """Load-test graph search on waitress with the reranker off and on; fails on errors or a broken bound."""
+    """Load-test graph search on the served API with the reranker off and on; fails on errors or a broken bound."""
     low, high = (float(x) for x in options["judge_ms"].split("-"))
     phases = ["off", "on"] if options["phases"] == "both" else [options["phases"]]
     reports = []

@@ -1,4 +1,5 @@
-"""The start step of a served app, shared by `flask serve` and the WSGI entry `app.wsgi`.
+"""The start step of a served app: each server worker runs it before it takes requests (app/cli/server.py,
+for `flask serve` and the image's gunicorn alike).
 
 `create_app()` contacts nothing (tests build apps in-process). A served app connects to its graph
 database before it takes requests, builds its indexes, and starts warming the reranker's model in
@@ -16,14 +17,15 @@ from app.graph.runtime import GraphitiAdapter
 from app.graph.unavailable import GraphUnavailableError, setting_of
 
 # Gunicorn's "worker failed to boot": its master stops with it instead of starting the worker again
-# and again; waitress-serve and `flask serve` simply exit with it.
+# and again, and the server exits.
 START_FAILED_EXIT = 3
 
 
-def start_or_exit(config: Config) -> None:
-    """Start the graph runtime (database, indexes, the model's warm-up), or exit naming the setting."""
-    try:
-        GraphitiAdapter(config).runtime
-    except GraphUnavailableError as error:
-        print(f"Cannot start: {error} ({setting_of(config)})", file=sys.stderr, flush=True)
-        raise SystemExit(START_FAILED_EXIT) from None
+def start(config: Config) -> None:
+    """Start the graph runtime (database, indexes, the task broker, the model's warm-up)."""
+    GraphitiAdapter(config).runtime
+
+
+def exit_naming_the_setting(config: Config, error: GraphUnavailableError) -> None:
+    print(f"Cannot start: {error} ({setting_of(config)})", file=sys.stderr, flush=True)
+    raise SystemExit(START_FAILED_EXIT) from None

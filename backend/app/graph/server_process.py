@@ -21,20 +21,22 @@ logger = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(signal_number: int = signal.SIGTERM) -> None:
-    """Runs in the child before exec: the kernel sends `signal_number` when the parent thread exits.
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Runs in the child before exec: the kernel sends `signum` when the parent thread exits.
 
     This is what keeps a kill -9 of the app from leaving an orphan server behind. Both servers treat
     SIGTERM as a clean shutdown (redis flushes its append-only file, the JVM closes its databases).
+    The API's server workers take SIGKILL (app/cli/server.py): a kill -9 of the server is one of all of it.
     """
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal_number)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
     except OSError:
         pass
 
 
-# What redis-server, waitress and the JVM print when the port they were given is bound already.
-PORT_TAKEN_MESSAGE = "Address already in use"
+# What redis-server, `flask serve` and the JVM print when the port they were given is bound already, and
+# what gunicorn prints when another process binds it between `flask serve`'s check and its own bind.
+PORT_TAKEN_MESSAGES = ("Address already in use", "Connection in use")
 PORT_TRIES = 3  # how many ports a start chooses before it gives up
 
 
@@ -126,7 +128,7 @@ def raise_if_port_was_taken(log_path: Path, offset: int, port: int,
                             error: type[PortTakenError] = PortTakenError) -> None:
     """For a server that exited during its start: `error` when its log since `offset` says that its
     port was bound already, so the caller can choose another port; else nothing."""
-    if printed_since(log_path, offset, PORT_TAKEN_MESSAGE):
+    if any(printed_since(log_path, offset, message) for message in PORT_TAKEN_MESSAGES):
         raise error(f"port {port} is taken by another process")
 
 

@@ -1,5 +1,5 @@
-"""The app as a separate process, served the production way (`flask --app app serve`, waitress),
-for tests that need a real socket or a real kill -9: security (what it binds to) and durability.
+"""The app as a separate process, served the production way (`flask --app app serve`: gunicorn,
+app/cli/server.py), for tests that need a real socket or a real kill -9: security (what it binds to) and durability.
 
     with AppProcess(tmp_path / "data", tmp_path / "app.log") as app:
         requests_json(app.url("/health"))
