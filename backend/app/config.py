@@ -338,6 +338,9 @@ class Config:
     task_ttl_s: float = DEFAULT_TASK_TTL_S
     task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S
     task_workers: int = 1
+    # A worker's own /metrics (its tasks' outcomes), for workers that share no PROMETHEUS_MULTIPROC_DIR with
+    # the API (their own containers); None: none.
+    worker_metrics_port: int | None = None
 
     log_level: str = "INFO"
     # Monitoring: one INFO line per request on the `app.access` logger; and, when several processes
@@ -484,4 +487,5 @@ class Config:
             task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 1),
             task_timeout_s=_float("TASK_TIMEOUT_S", cls.task_timeout_s, 1),
             task_workers=_int("TASK_WORKERS", cls.task_workers, 0, 16),
+            worker_metrics_port=_int("WORKER_METRICS_PORT", 0, 1, 65535) if _env("WORKER_METRICS_PORT") else None,
         )

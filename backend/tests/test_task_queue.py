@@ -14,10 +14,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 from app.request_id import bound_request_id
+from app.graph.server_process import free_port
 from app.tasks import ABANDONED, HEARTBEAT_TTL_S, TaskQueue, connect
 from tests.support.app_process import BACKEND_DIR, AppProcess, call
 from tests.support.falkordb_server import FalkorDBServer
@@ -63,13 +65,20 @@ def test_a_task_runs_in_a_worker_and_reports_progress_result_and_errors(broker, 
     failed = queue.start("demo", "tests.support.task_targets:fails").task_id
     partial = queue.start("demo", "tests.support.task_targets:records_an_error").task_id
     assert queue.get(done)["state"] == "pending"
-    with WorkerProcess(tmp_path / "worker.log", **worker_env(broker, tmp_path)):
+    port = free_port()
+    with WorkerProcess(tmp_path / "worker.log", **worker_env(broker, tmp_path, WORKER_METRICS_PORT=str(port),
+                                                                 HOST="127.0.0.1")):
         task = wait_state(queue, done, ("done",))
         assert task["result"] == {"steps": 3} and task["progress"] == {"steps_done": 3} and task["kind"] == "demo"
         task = wait_state(queue, failed, ("failed",))
         assert task["errors"] == ["ValueError: the input was wrong"] and task["progress"] == {"reached": "the failure"}
         task = wait_state(queue, partial, ("failed",))
         assert task["errors"] == ["one part failed"] and task["result"] is None
+        # The worker's own /metrics counts what its tasks came to.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            scraped = answer.read().decode()
+        assert 'mirofish_jobs_finished_total{kind="demo",outcome="done"} 1.0' in scraped
+        assert 'mirofish_jobs_finished_total{kind="demo",outcome="failed"} 2.0' in scraped
     assert queue.get("t_0123456789abcdef") is None
 
 
@@ -144,8 +153,6 @@ def test_a_worker_without_a_broker_or_with_one_that_does_not_answer_says_so_in_o
     missing = run_worker({"GRAPH_BACKEND": "falkordb", "DATA_DIR": str(tmp_path)})
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert "a worker needs the broker its API uses: set QUEUE_URL" in missing.stderr
-    from app.graph.server_process import free_port
-
     url = f"redis://:hunter2@127.0.0.1:{free_port()}"
     silent = run_worker({"GRAPH_BACKEND": "falkordb", "QUEUE_URL": url, "DATA_DIR": str(tmp_path)})
     assert silent.returncode != 0 and "Traceback" not in silent.stderr

@@ -11,6 +11,7 @@ import logging
 
 import click
 import redis
+from prometheus_client import start_http_server
 from flask import current_app
 from flask.cli import with_appcontext
 
@@ -44,6 +45,9 @@ def worker_command(burst: bool) -> None:
         GraphitiAdapter(config).runtime  # the database answers before the first task is taken
     except GraphUnavailableError as error:
         raise click.ClickException(f"the graph database cannot be used: {error}") from None
+    if config.worker_metrics_port:  # this worker's task outcomes, for a scraper that cannot read the API's sum
+        start_http_server(config.worker_metrics_port, addr=config.host)
+        logger.info("Worker metrics on http://%s:%d/metrics", config.host, config.worker_metrics_port)
     worker = TaskWorker([QUEUE_NAME], connection=connection)
     try:
         worker.work(burst=burst, logging_level=config.log_level, with_scheduler=False)
