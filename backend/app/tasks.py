@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pickle
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -147,8 +150,6 @@ def _run_target(job: Job, target: str, args: tuple) -> Any:
 
 def _picklable(error: BaseException) -> BaseException | None:
     """The error itself when it can travel through the queue (the API re-raises it), else None."""
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(error))
     except Exception:
@@ -173,8 +174,6 @@ class TaskHandle:
 
 
 def new_task_id() -> str:
-    import uuid
-
     return f"t_{uuid.uuid4().hex[:16]}"
 
 
@@ -207,8 +206,6 @@ class TaskQueue:
 
     def wait(self, task_id: str, timeout_s: float, poll_s: float = 0.05) -> dict | None:
         """The task once it ended, or as it is after `timeout_s`."""
-        import time
-
         deadline = time.monotonic() + timeout_s
         while True:
             task = self.get(task_id)
