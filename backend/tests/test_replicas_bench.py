@@ -43,4 +43,4 @@ def test_a_small_run_keeps_every_must_across_a_killed_replica_and_worker(tmp_pat
     kill = figures["kill"]
     assert kill["done"] and kill["task_id"], "the kill found no worker with a task in hand"
     assert kill["task_state"] == "failed" and kill["task_failed_after_s"] <= figures["heartbeat_ttl_s"] + 15
-    assert "| reports answered from the other replica (must be all) |" in run.stdout
+    assert "| reports answered from the other replica (must be all of those polled there) |" in run.stdout

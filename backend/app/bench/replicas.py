@@ -45,7 +45,8 @@ from rq import Worker
 
 from app.bench.balancer import Balancer
 from app.bench.load_run import (
-    ServedApp, ServedWorker, kill_hard, request_json, rss_mib, run_clients, synthetic_facts, synthetic_queries,
+    ServedApp, ServedWorker, kill_hard, percentile, request_json, rss_mib, run_clients, synthetic_facts,
+    synthetic_queries,
 )
 from app.bench.report_writer import MODEL as WRITER_MODEL, ReportWriter
 from app.config import Config
@@ -74,11 +75,11 @@ class ReplicaOptions:
     clients: int = 8
     duration_s: float = 60.0
     reports: int = 2  # reports in flight at once
-    facts: int = 300  # facts in the synthetic graph before the load
+    facts: int = 200  # facts in the synthetic graph before the load
     trickle_facts: int = 5  # facts per acknowledged import batch during the load
     trickle_every_s: float = 1.0
     kill: bool = True
-    kill_at: float = 0.4  # share of the duration
+    kill_at: float = 0.5  # share of the duration
     writer_ms: tuple[float, float] = (50.0, 150.0)
     max_sections: int = 2
     limit: int = 10
@@ -131,6 +132,7 @@ class ReplicaRun:
         self._report_numbers = itertools.count()  # report n starts on replica n % 2
         self.kill: dict[str, Any] = {"done": False}
         self.memory: dict[str, Any] = {}
+        self.phases_s: dict[str, float] = {}  # how long each part of the run took
         self.apps: list[ServedApp] = []
         self.workers: list[ServedWorker] = []
 
@@ -171,6 +173,7 @@ class ReplicaRun:
         for worker in self.workers:
             worker.wait_ready(START_TIMEOUT_S)
         self.queue = TaskQueue(connect(self.broker_url, answer_timeout_s=10))
+        self.phases_s["stack_start"] = round(time.monotonic() - started, 1)
         self.echo(f"Stack up in {time.monotonic() - started:.0f} s (Neo4j {connection.uri}, broker "
                   f"{self.broker_url}, API replicas on ports {[app.port for app in self.apps]})")
 
@@ -193,7 +196,8 @@ class ReplicaRun:
         status, body = _call(port, "POST", f"/api/graph/{GRAPH_ID}/facts", {"facts": synthetic_facts(self.options.facts)})
         if status != 201:
             raise StackError(f"could not import the synthetic facts: {status} {body}")
-        self.echo(f"Imported {self.options.facts} facts in {time.monotonic() - started:.1f} s")
+        self.phases_s["import"] = round(time.monotonic() - started, 1)
+        self.echo(f"Imported {self.options.facts} facts in {self.phases_s['import']:g} s")
         for app in self.apps:  # warm-up: each process's first search loads the embedder
             for query in synthetic_queries()[:2]:
                 _call(app.port, "POST", f"/api/graph/{GRAPH_ID}/search", {"query": query, "limit": self.options.limit})
@@ -213,17 +217,22 @@ class ReplicaRun:
         self.echo(f"Load: {options.clients} search clients, {options.reports} report clients and a fact trickle "
                   f"for {options.duration_s:g} s" + (f"; kill -9 of an API replica and a worker at "
                                                      f"{options.kill_at * options.duration_s:.0f} s" if options.kill else ""))
-        searches = run_clients(self.balancer, GRAPH_ID, synthetic_queries(), options.clients, options.duration_s,
-                               options.limit)
+        result = run_clients(self.balancer, GRAPH_ID, synthetic_queries(), options.clients, options.duration_s,
+                             options.limit)
+        # Refused: sent to the killed replica after it was gone, before the balancer took it out; the
+        # rest were in flight when it died.
+        searches = {**result.summary(), "lost_refused": sum("ConnectionRefused" in error for error in result.lost)}
         self.stop_load.set()
-        self.final_deadline = time.monotonic() + HEARTBEAT_TTL_S + END_SLACK_S
+        ended = time.monotonic()
+        self.final_deadline = ended + HEARTBEAT_TTL_S + END_SLACK_S
         self.echo(f"Load over; waiting at most {HEARTBEAT_TTL_S + END_SLACK_S:g} s for the reports still running ...")
         for thread in threads:
             thread.join(timeout=max(0.0, self.final_deadline - time.monotonic()) + CALL_TIMEOUT_S)
         self.balancer.stop()
+        self.phases_s["end_wait"] = round(time.monotonic() - ended, 1)
         if "api_rss_mib" not in self.memory:
             self._read_memory()
-        return searches.summary()
+        return searches
 
     def _survivor_ports(self) -> list[int]:
         return [port for port in self.balancer.ports if not self.balancer.taken_down(port)]
@@ -237,6 +246,7 @@ class ReplicaRun:
                       "fact": f"Probe {batch}-{k} reported reading {batch * 100 + k} at Trickle Station"}
                      for k in range(options.trickle_facts)]
             port = self.balancer.port_for(batch)
+            started = time.perf_counter()
             try:
                 status, body = _call(port, "POST", f"/api/graph/{GRAPH_ID}/facts", {"facts": facts})
             except ERRORS as error:
@@ -245,7 +255,8 @@ class ReplicaRun:
                 stored = (body or {}).get("imported", 0) + (body or {}).get("skipped_duplicates", 0) \
                     if isinstance(body, dict) else 0
                 if status == 201 and stored == len(facts):
-                    self.acknowledged.append({"batch": batch, "port": port, "facts": [f["fact"] for f in facts]})
+                    self.acknowledged.append({"batch": batch, "port": port, "facts": [f["fact"] for f in facts],
+                                              "seconds": time.perf_counter() - started})
                 else:
                     self.imports.add(f"HTTP {status}: {str(body)[:300]}", self.balancer.taken_down(port))
             self.stop_load.wait(options.trickle_every_s)
@@ -350,12 +361,13 @@ class ReplicaRun:
         return self.workers[1], None
 
     def _read_memory(self) -> None:
-        self.memory = {
-            "api_rss_mib": [rss_mib(app.process.pid) for app in self.apps],
-            "worker_rss_mib": [rss_mib(worker.process.pid) for worker in self.workers],
-            "neo4j_rss_mib": rss_mib(self.neo4j.process.pid),
-            "broker_rss_mib": rss_mib(self.broker.process.pid),
-        }
+        """Resident memory of every process now, under load, and its peak so far (VmHWM)."""
+        processes = {"api": [app.process.pid for app in self.apps],
+                     "worker": [worker.process.pid for worker in self.workers],
+                     "neo4j": [self.neo4j.process.pid], "broker": [self.broker.process.pid]}
+        self.memory = {f"{name}_rss_mib": [rss_mib(pid) for pid in pids] for name, pids in processes.items()}
+        self.memory.update({f"{name}_peak_mib": [rss_mib(pid, "VmHWM") for pid in pids]
+                            for name, pids in processes.items()})
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -372,10 +384,12 @@ class ReplicaRun:
         acknowledged = [fact for batch in self.acknowledged for fact in batch["facts"]]
         lost = [fact for fact in acknowledged if fact not in stored]
         stats = _call(survivor, "GET", f"/api/graph/{GRAPH_ID}/stats")[1]
+        seconds = sorted(batch["seconds"] for batch in self.acknowledged)
         return {"broker": broker, "facts": {
             "acknowledged_batches": len(self.acknowledged), "acknowledged_facts": len(acknowledged),
             "lost": len(lost), "first_lost": lost[:5], "edges_in_graph": stats.get("edges"),
-            "imports_lost_at_kill": self.imports.lost_at_kill}}
+            "imports_lost_at_kill": self.imports.lost_at_kill,
+            **{f"import_p{q}_ms": round(percentile(seconds, q) * 1000, 1) for q in (50, 95)}}}
 
     def _stored_facts(self, port: int) -> set[str]:
         facts: set[str] = set()
@@ -457,8 +471,9 @@ def run(options: ReplicaOptions, log_dir: Path, echo: Callable[[str], None] = pr
                                     "report_calls": len(replicas.report_calls.live)},
         "first_errors_on_live_replicas": (searches["first_errors"] + replicas.imports.live[:5]
                                           + replicas.report_calls.live[:5]),
-        "lost_at_kill": {"searches": searches["lost"], "imports": replicas.imports.lost_at_kill,
-                         "report_calls": replicas.report_calls.lost_at_kill},
+        "lost_at_kill": {"searches": searches["lost"], "searches_refused": searches["lost_refused"],
+                         "imports": replicas.imports.lost_at_kill, "report_calls": replicas.report_calls.lost_at_kill},
+        "phases_s": replicas.phases_s,
         "reports": _report_figures(replicas), **end, "kill": replicas.kill, "memory_mib": replicas.memory,
         "heartbeat_ttl_s": HEARTBEAT_TTL_S,
     }
@@ -481,7 +496,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         ("errors on live replicas (searches / imports / report calls), must be 0",
          f"{errors['searches']} / {errors['imports']} / {errors['report_calls']}", flag("errors on live replicas")),
         ("requests lost at the kill (searches / imports / report calls)",
-         f"{lost['searches']} / {lost['imports']} / {lost['report_calls']}", ""),
+         f"{lost['searches']} ({lost['searches'] - lost['searches_refused']} in flight, {lost['searches_refused']} "
+         f"refused before the balancer took the replica out) / {lost['imports']} / {lost['report_calls']}", ""),
         ("reports started / done / failed with a reason / stuck (must be 0)",
          f"{reports['started']} / {reports['done']} / {reports['failed_with_reason']} / {reports['stuck']}",
          flag("reports stuck (pending or running at the end)")),
@@ -490,11 +506,12 @@ def markdown_table(result: dict[str, Any]) -> str:
         ("tasks left pending / running on the broker (must be 0)",
          f"{result['broker']['queued']} / {result['broker']['running']}",
          flag("tasks left pending or running on the broker")),
-        ("reports answered from the other replica (must be all)",
+        ("reports answered from the other replica (must be all of those polled there)",
          f"{reports['answered_from_other_replica']} of {reports['polled_on_other_replica']}",
          flag("reports answered from the other replica")),
         ("reports readable on the surviving replica (must be all)",
          f"{reports['readable_on_survivor']} of {reports['started']}", flag("reports readable on the surviving replica")),
+        ("import of one batch during the load, p50 / p95", f"{facts['import_p50_ms']} / {facts['import_p95_ms']} ms", ""),
         ("acknowledged facts lost (must be 0)",
          f"{facts['lost']} of {facts['acknowledged_facts']} in {facts['acknowledged_batches']} batches",
          flag("acknowledged facts lost")),
@@ -506,9 +523,15 @@ def markdown_table(result: dict[str, Any]) -> str:
                      flag("killed worker's task read failed (s)")))
         rows.append(("killed replica out of the balancer after", f"{kill.get('balancer_noticed_after_s')} s", ""))
     if memory:
-        rows.append(("RSS per API process / per worker", f"{', '.join(map(str, memory['api_rss_mib']))} / "
-                     f"{', '.join(map(str, memory['worker_rss_mib']))} MiB", ""))
-        rows.append(("RSS Neo4j / broker", f"{memory['neo4j_rss_mib']} / {memory['broker_rss_mib']} MiB", ""))
+        def mib(name: str) -> str:
+            return ", ".join(f"{now} (peak {peak})" for now, peak in zip(memory[f"{name}_rss_mib"],
+                                                                             memory[f"{name}_peak_mib"]))
+        rows.append(("RSS under load, MiB: each API process", mib("api"), ""))
+        rows.append(("RSS under load, MiB: each worker", mib("worker"), ""))
+        rows.append(("RSS under load, MiB: Neo4j / broker", f"{mib('neo4j')} / {mib('broker')}", ""))
+    phases = result["phases_s"]
+    rows.append(("stack start / graph import / wait after the load", f"{phases.get('stack_start')} / "
+                 f"{phases.get('import')} / {phases.get('end_wait')} s", ""))
     lines = ["| figure | value | holds |", "|---|---:|:---:|"]
     lines += [f"| {name} | {value} | {ok} |" for name, value, ok in rows]
     return "\n".join(lines)

@@ -34,7 +34,7 @@ def _range_ms(text: str) -> tuple[float, float]:
               help="seconds of load")
 @click.option("--reports", type=click.IntRange(min=0), default=2, show_default=True,
               help="reports in flight at once (each started on one replica, polled on the other)")
-@click.option("--facts", type=click.IntRange(min=10), default=300, show_default=True,
+@click.option("--facts", type=click.IntRange(min=10), default=200, show_default=True,
               help="synthetic facts in the graph before the load")
 @click.option("--trickle-facts", type=click.IntRange(min=1, max=500), default=5, show_default=True,
               help="facts per acknowledged import batch during the load")
@@ -42,7 +42,7 @@ def _range_ms(text: str) -> tuple[float, float]:
               help="seconds between two import batches")
 @click.option("--kill/--no-kill", default=True, show_default=True,
               help="kill -9 one API replica and one worker (one with a task in hand) mid-run")
-@click.option("--kill-at", type=click.FloatRange(min=0.1, max=0.9), default=0.4, show_default=True,
+@click.option("--kill-at", type=click.FloatRange(min=0.1, max=0.9), default=0.5, show_default=True,
               help="when to kill, as a share of --duration")
 @click.option("--writer-ms", default="50-150", show_default=True,
               help="the stand-in report model's delay per answer, ms")
