@@ -5,7 +5,9 @@ tests run the app on graphiti's real `Neo4jDriver` whose Bolt client is a record
 (tests/support/recording_neo4j.py), because each needs a server answer at an exact moment:
 - a write refused inside the import's transaction (a deadlock victim): the transaction rolls back;
 - a delete held in the middle of a label, to read its progress while it runs (202);
-- the server going away between two delete batches: the graph stays listed, a second delete finishes.
+- the server going away between two delete batches: the graph stays listed, a second delete finishes;
+- the vector index created by another process between this one's check and its create (replicas and
+  workers starting together on a new database): the start goes on.
 The pure token logic of the shared full-text index and a start against a closed port (the real
 driver, no double) are here too.
 """
@@ -50,7 +52,10 @@ def _server_error(code: str, message: str = "scripted") -> Neo4jError:
 @pytest.fixture
 def neo4j(monkeypatch, backend):
     """The app on GRAPH_BACKEND=neo4j (database "graphs") over a recording driver."""
-    script = ScriptedNeo4j()
+    yield from _on_recording_driver(ScriptedNeo4j(), monkeypatch, backend)
+
+
+def _on_recording_driver(script: ScriptedNeo4j, monkeypatch, backend):
     drivers: list[RecordingNeo4jDriver] = []
 
     def build_driver(config):
@@ -89,6 +94,26 @@ def test_neo4j_database_setting_reaches_graphitis_driver(monkeypatch):
         assert config.neo4j_database == "graphs" and driver._database == "graphs" and embedded is None
     finally:
         asyncio.run(driver.close())
+
+
+def test_a_vector_index_another_process_created_at_the_same_moment_fails_no_start(monkeypatch, backend):
+    """Replicas and workers starting together on a new Neo4j all see no vector index and all create it;
+    Neo4j refuses all but the first with EquivalentSchemaRuleAlreadyExists, IF NOT EXISTS or not."""
+    script = ScriptedNeo4j()
+    script.on(r"^SHOW INDEXES", [])  # no index yet, as every starting process reads it
+
+    def created_meanwhile(query, params):
+        raise _server_error("Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+                            "An equivalent index already exists")
+
+    script.on(r"^CREATE VECTOR INDEX", created_meanwhile)
+    started = _on_recording_driver(script, monkeypatch, backend)
+    neo4j = next(started)  # the start answered a request, so it did not fail
+    try:
+        assert neo4j.driver.queries(r"^CREATE VECTOR INDEX fact_embedding_vectors")
+        assert neo4j.client.get("/api/graph").status_code == 200
+    finally:
+        next(started, None)
 
 
 # --- import ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from app.graph.server_process import (
     die_with_parent, free_port, launch_on_a_port_of_its_own, listens_on, raise_if_port_was_taken,
@@ -101,24 +101,34 @@ def database_pid(data_dir: Path, backend: str) -> int | None:
         return None
 
 
+# Settings of the caller's environment a served app never inherits: it must not write to a configured
+# database or queue on a configured broker, and its private server asks for no token.
+NOT_INHERITED = ("FALKORDB_URL", "NEO4J_URI", "NEO4J_LOCAL_PORT", "QUEUE_URL", "API_TOKEN")
+
+
+def bench_environment(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """The environment of an app process a bench starts: the caller's, less NOT_INHERITED, with the
+    bench's defaults, then `env` (which may name a database or broker the bench itself started)."""
+    inherited = {name: value for name, value in os.environ.items() if name not in NOT_INHERITED}
+    return {**inherited, "DOTENV_PATH": os.devnull, "DATA_DIR": str(data_dir), "EMBEDDING_PROVIDER": "local",
+            "GRAPHITI_TELEMETRY_ENABLED": "false", "LOG_LEVEL": "WARNING", **env}
+
+
 class ServedApp:
     """`flask --app app serve` in a subprocess on a free loopback port; `process` is gunicorn's master.
 
-    GRAPH_BACKEND comes from the environment (FalkorDB unless it says neo4j); either way the app
-    starts its own database under the private DATA_DIR: a configured server is never written to."""
+    GRAPH_BACKEND comes from the environment (FalkorDB unless it says neo4j). The app starts its own
+    database under the private DATA_DIR unless `env` names one the bench started (NEO4J_URI,
+    FALKORDB_URL, QUEUE_URL): a server configured in the caller's environment is never written to."""
 
     def __init__(self, data_dir: Path, log_path: Path, threads: int, env: dict[str, str]) -> None:
         self.data_dir, self.log_path, self.threads = data_dir, log_path, threads
         self.port = free_port()
-        self.env = {**os.environ, "DOTENV_PATH": os.devnull, "DATA_DIR": str(data_dir), "HOST": "127.0.0.1",
-                    "PORT": str(self.port), "EMBEDDING_PROVIDER": "local", "GRAPHITI_TELEMETRY_ENABLED": "false",
-                    "LOG_LEVEL": "WARNING", **env}
+        self.env = bench_environment(data_dir, {"HOST": "127.0.0.1", **env})
+        self.env["PORT"] = str(self.port)
         self.env["GRAPH_BACKEND"] = (self.env.get("GRAPH_BACKEND") or "falkordb").lower()
         if self.env["GRAPH_BACKEND"] not in DATABASES:
             raise ValueError(f"GRAPH_BACKEND={self.env['GRAPH_BACKEND']!r}: the served app runs on {sorted(DATABASES)}")
-        # The app's own database on a free port, no auth on this private server.
-        for name in ("FALKORDB_URL", "NEO4J_URI", "NEO4J_LOCAL_PORT", "API_TOKEN"):
-            self.env.pop(name, None)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -167,24 +177,83 @@ class ServedApp:
                 "database_rss_mib": rss_mib(pid) if pid is not None else None}
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        _stop(self.process)
+
+
+def _stop(process: subprocess.Popen | None, grace_s: float = 30) -> None:
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+class ServedWorker:
+    """`flask --app app worker` in a subprocess, as compose's `worker` service runs it: on the broker
+    (QUEUE_URL) and database `env` names, ready once it listens on the queue. `launch` and `wait_ready`
+    apart, so that several start at once (each dies with the thread that launched it: launch them
+    from one that lives as long as the run)."""
+
+    READY_LINE = "Listening on"  # RQ's line once the worker waits for tasks
+
+    def __init__(self, data_dir: Path, log_path: Path, env: dict[str, str]) -> None:
+        self.log_path = log_path
+        # INFO: the ready line is one of RQ's INFO lines.
+        self.env = bench_environment(data_dir, {"TASK_WORKERS": "0", **env, "LOG_LEVEL": "INFO"})
+        self.process: subprocess.Popen | None = None
+
+    def launch(self) -> "ServedWorker":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "flask", "--app", "app", "worker"], cwd=BACKEND_DIR, env=self.env,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        return self
+
+    def wait_ready(self, timeout_s: float = 180) -> "ServedWorker":
+        deadline = time.monotonic() + timeout_s
+        while self.READY_LINE not in self._log():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the worker exited with {self.process.returncode}; see {self.log_path}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the worker was not ready within {timeout_s:g} s; see {self.log_path}")
+            time.sleep(0.2)
+        return self
+
+    def _log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        _stop(self.process)  # SIGTERM: the task in hand is finished first
+
+
+def kill_hard(process: subprocess.Popen) -> None:
+    """kill -9: nothing of the process runs any more, nothing is flushed."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
 
 
 @dataclass
 class LoadResult:
     latencies_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Requests that failed on a server taken down on purpose (app/bench/replicas.py kills one): what a
+    # load balancer loses until its readiness check takes that server out; not the servers' errors.
+    lost: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, latency_s: float, error: str | None) -> None:
+    def record(self, latency_s: float, error: str | None, lost: bool = False) -> None:
         with self._lock:
+            if lost:
+                self.lost.append(error or "lost")
+                return
             self.latencies_s.append(latency_s)
             if error:
                 self.errors.append(error)
@@ -192,6 +261,7 @@ class LoadResult:
     def summary(self) -> dict[str, Any]:
         ordered = sorted(self.latencies_s)
         return {"requests": len(ordered), "errors": len(self.errors), "first_errors": self.errors[:5],
+                "lost": len(self.lost),
                 "elapsed_s": round(self.elapsed_s, 2),
                 "throughput_rps": round(len(ordered) / self.elapsed_s, 2) if self.elapsed_s else 0.0,
                 **{f"p{q}_ms": round(percentile(ordered, q) * 1000, 1) for q in (50, 95, 99)},
@@ -206,17 +276,47 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def run_clients(port: int, graph_id: str, queries: list[str], clients: int, duration_s: float,
+class Router(Protocol):
+    """Where each client sends its next request, as a load balancer decides it."""
+
+    def port_for(self, client: int) -> int: ...
+
+    def taken_down(self, port: int) -> bool:
+        """Whether the server on `port` was taken down on purpose: its failed requests are lost, not errors."""
+        ...
+
+
+@dataclass(frozen=True)
+class OnePort:
+    """Every client on one server (the load test)."""
+
+    port: int
+
+    def port_for(self, client: int) -> int:
+        return self.port
+
+    def taken_down(self, port: int) -> bool:
+        return False
+
+
+def run_clients(target: int | Router, graph_id: str, queries: list[str], clients: int, duration_s: float,
                 limit: int) -> LoadResult:
-    """`clients` threads, each with one keep-alive connection, searching until the time is up."""
+    """`clients` threads, each with one keep-alive connection, searching until the time is up; on the
+    one port `target`, or wherever the router sends each client (a new connection when that changes)."""
+    router = OnePort(target) if isinstance(target, int) else target
     result = LoadResult()
     stop_at = time.monotonic() + duration_s
     path = f"/api/graph/{graph_id}/search"
 
-    def client(offset: int) -> None:
+    def client(index: int) -> None:
+        port = router.port_for(index)
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        turn = offset
+        turn = index * 7
         while time.monotonic() < stop_at:
+            if router.port_for(index) != port:
+                connection.close()
+                port = router.port_for(index)
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
             body = json.dumps({"query": queries[turn % len(queries)], "limit": limit})
             turn += 1
             started = time.perf_counter()
@@ -233,11 +333,13 @@ def run_clients(port: int, graph_id: str, queries: list[str], clients: int, dura
                 error = f"{type(exc).__name__}: {exc}"
                 connection.close()
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-            result.record(time.perf_counter() - started, error)
+                if router.taken_down(port):
+                    time.sleep(0.05)  # a refused connect returns at once: do not spin until the balancer notices
+            result.record(time.perf_counter() - started, error, lost=error is not None and router.taken_down(port))
         connection.close()
 
     started = time.monotonic()
-    threads = [threading.Thread(target=client, args=(index * 7,), daemon=True) for index in range(clients)]
+    threads = [threading.Thread(target=client, args=(index,), daemon=True) for index in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -4,6 +4,7 @@ loopback port, run in a daemon thread, answering JSON."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,6 +20,12 @@ class LoopbackServer(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away mid-request (a process killed on purpose) is no error of this server's."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def serve_in_thread(self, name: str) -> None:
         threading.Thread(target=self.serve_forever, name=name, daemon=True).start()

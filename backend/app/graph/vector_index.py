@@ -42,6 +42,7 @@ from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.edges import EntityEdge
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
+from neo4j.exceptions import ClientError as Neo4jClientError
 from pydantic import PrivateAttr
 
 from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
@@ -113,9 +114,18 @@ async def index_state(driver) -> str | None:
 
 
 async def ensure_vector_index(driver, dimension: int) -> None:
-    """Create the fact vector index unless there is one; the database builds it in the background."""
+    """Create the fact vector index unless there is one; the database builds it in the background.
+
+    Replicas and workers that start together on a new Neo4j all read "no index" and all create it:
+    Neo4j answers all but the first EquivalentSchemaRuleAlreadyExists, even with IF NOT EXISTS, and
+    that process's start must not fail for it."""
     if await index_state(driver) is None:
-        await driver.execute_query(create_query(driver.provider, dimension))
+        try:
+            await driver.execute_query(create_query(driver.provider, dimension))
+        except Neo4jClientError as error:  # another process created it at the same moment
+            if "EquivalentSchemaRuleAlreadyExists" not in str(error):
+                raise
+            return
         logger.info("Vector index over the facts created (%d-d, cosine); the database builds it now", dimension)
 
 

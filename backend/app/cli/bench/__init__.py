@@ -253,9 +253,9 @@ commands = [bench_group]
 # Each module adds its command to bench_group; imported last, since they use the helpers above.
 from app.cli.bench import (  # noqa: E402
     choose_fusion, combine, distractor_judge, first_stage, first_stage_time, graph, import_search, ingest_speed,
-    injection, judge_speed, prompt_layout, question_pool, report, rerank, scale, vector_recall,
+    injection, judge_speed, prompt_layout, question_pool, replicas, report, rerank, scale, vector_recall,
 )
 
 __all__ = ["bench_group", "commands", "choose_fusion", "combine", "distractor_judge", "first_stage",
            "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "prompt_layout",
-           "question_pool", "report", "rerank", "scale", "vector_recall"]
+           "question_pool", "replicas", "report", "rerank", "scale", "vector_recall"]
