@@ -76,7 +76,7 @@ def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+def _int(name: str, default: int | None, minimum: int | None = None, maximum: int | None = None) -> int | None:
     raw = _env(name)
     if raw is None:
         return default
@@ -487,5 +487,5 @@ class Config:
             task_ttl_s=_float("TASK_TTL_S", cls.task_ttl_s, 1),
             task_timeout_s=_float("TASK_TIMEOUT_S", cls.task_timeout_s, 1),
             task_workers=_int("TASK_WORKERS", cls.task_workers, 0, 16),
-            worker_metrics_port=_int("WORKER_METRICS_PORT", 0, 1, 65535) if _env("WORKER_METRICS_PORT") else None,
+            worker_metrics_port=_int("WORKER_METRICS_PORT", cls.worker_metrics_port, 1, 65535),
         )

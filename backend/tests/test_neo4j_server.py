@@ -21,6 +21,7 @@ from app.graph import local_neo4j, neo4j_delete
 from app.graph import runtime as graph_runtime
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
+from tests.support.in_process_worker import in_process_worker
 from tests.support.graph_backends import neo4j_env
 
 ISO_MICROSECONDS = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$"
@@ -111,13 +112,16 @@ def test_an_import_is_stored_exactly_and_counted_by_stats(neo4j):
     assert again["imported"] == 0 and again["skipped_duplicates"] == len(WATER_FACTS) and _stored(neo4j, graph_id)["facts"] == len(WATER_FACTS)
 
 
-def test_delete_reports_what_is_really_gone_in_bounded_batches(neo4j, monkeypatch):
+def test_delete_reports_what_is_really_gone_in_bounded_batches(neo4j, backend, monkeypatch):
     monkeypatch.setattr(neo4j_delete, "DELETE_BATCH_SIZE", 3)
+    # The deletion runs on a worker thread of this process, where the smaller batch size is set.
+    _, neo4j.client = backend(**neo4j_env(neo4j.server), TASK_WORKERS=0)
     keep, gone = _create(neo4j), _create(neo4j)
     for graph_id in (keep, gone):
         _import(neo4j, graph_id, WATER_FACTS)
     before = _stored(neo4j, gone)
-    answer = neo4j.client.delete(f"/api/graph/{gone}")
+    with in_process_worker(graph_runtime.GraphitiAdapter().tasks.queue):
+        answer = neo4j.client.delete(f"/api/graph/{gone}")
     assert answer.status_code == 200, answer.get_json()
     task = neo4j.client.get(f"/api/tasks/{answer.get_json()['task_id']}").get_json()
     deleted = task["result"]["deleted"]

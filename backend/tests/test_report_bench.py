@@ -194,7 +194,7 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
 
     for label in labels:
         (record,) = results["per_report"][label]
-        report = output / "graph-data" / "reports" / record["report_id"]
+        report = output / "reports" / record["report_id"]
         markdown = (report / "report.md").read_text(encoding="utf-8")
         covered, distractors, in_text = expected_from_markdown(markdown, item)
         assert (record["gold_covered"], record["distractors_cited"]) == (covered, distractors)

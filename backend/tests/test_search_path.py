@@ -43,6 +43,7 @@ SEARCH_TRAIL = {
     "rerank/fusion.py": "judge, cosine and first stage fused into the answer's order (RERANKER_FUSION)",
 }
 SEARCH_SUPPORT = {
+    "api/body_limit.py": "MAX_REQUEST_BYTES for a body the server streams",
     "api/errors.py": "JSON error bodies",
     "api/metrics.py": "the request's latency, by route, for /metrics",
     "api/request_log.py": "the request's id and its access line",

@@ -9,7 +9,7 @@ the runtime is rebuilt between them (as in `bench graph`). Per report the record
 recall, distractors cited, claims removed for invented citations, tool calls by tool, repeated
 queries, the agent's and the judge's model calls, and wall time; finished reports are stored at
 once and a rerun of the same command resumes. Each report's files (report.md, steps.jsonl with what
-the reranker moved per search) stay under <output>/graph-data/reports/<report_id>.
+the reranker moved per search) are kept under <output>/reports/<report_id>.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from app.demo.sample_graph import ensure_sample_graph
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.report.agent import MAX_SEARCH_LIMIT, PLANNED_CALLS, TOOL_TEXT_CHARS, ReportAgent
 from app.report.prompts import OUTLINE_PROMPT, SECTION_PROMPT_TAIL
-from app.report.store import ReportStore, new_report_id, now_iso
+from app.report.store import new_report_id, now_iso, report_store
 from app.report.tool_registry import TOOLS
 from app.rerank import redact_url
 
@@ -236,9 +236,18 @@ def _ensure_graph(adapter, requirement_set: RequirementSet, graph_id: str, confi
     ensure_imported(adapter, graph_id, requirement_set.facts, config.data_dir / f"import-{graph_id}.json", echo)
 
 
+def keep_report(folder: Path, report: dict) -> None:
+    """The written report beside the run's results (report.md, steps.jsonl), to read after the run: the
+    store itself goes with the bench's database."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.md").write_text(report.get("markdown") or "", encoding="utf-8")
+    steps = "".join(json.dumps(step, ensure_ascii=False, default=str) + "\n" for step in report.get("log", []))
+    (folder / "steps.jsonl").write_text(steps, encoding="utf-8")
+
+
 def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: BenchRequirement, judge) -> dict:
     """Write one report with the agent and score it; a record for the result store."""
-    store = ReportStore(config.data_dir)
+    store = report_store(config)
     report_id = new_report_id()
     store.create(report_id, {"graph_id": graph_id, "requirement": requirement.requirement, "status": "queued",
                              "created_at": now_iso(), "max_sections": requirement.sections, "bench": True})
@@ -258,6 +267,7 @@ def run_one(args: ReportBenchArgs, config: Config, graph_id: str, requirement: B
     wall = time.perf_counter() - started
     judged = counter_delta(before, judge.counters.snapshot() if judge is not None else {})
     report = store.read(report_id)
+    keep_report(args.output / "reports" / report_id, report)
     cited = [uuid for section in report.get("sections", []) for uuid in section.get("cited", [])]
     known = agent.book.known  # every fact a tool showed the writer
     texts = [known[uuid].fact for uuid in dict.fromkeys(cited) if uuid in known]
