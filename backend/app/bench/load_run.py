@@ -66,13 +66,14 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float | None:
     return None
 
 
-def server_rss_mib(pid: int) -> float | None:
-    """The API server's resident memory: its master process (`pid`) and its workers, in MiB."""
+def server_rss_mib(pid: int, field: str = "VmRSS") -> float | None:
+    """The API server's resident memory (VmHWM: the sum of its processes' peaks): its master process
+    (`pid`) and its workers, in MiB."""
     try:
         workers = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return None
-    readings = [rss_mib(process) for process in (pid, *workers)]
+    readings = [rss_mib(process, field) for process in (pid, *workers)]
     return round(sum(reading for reading in readings if reading is not None), 1) if readings[0] else None
 
 

@@ -45,8 +45,8 @@ from rq import Worker
 
 from app.bench.balancer import Balancer
 from app.bench.load_run import (
-    ServedApp, ServedWorker, kill_hard, percentile, request_json, rss_mib, run_clients, synthetic_facts,
-    synthetic_queries,
+    ServedApp, ServedWorker, kill_hard, percentile, request_json, rss_mib, run_clients, server_rss_mib,
+    synthetic_facts, synthetic_queries,
 )
 from app.bench.report_writer import MODEL as WRITER_MODEL, ReportWriter
 from app.config import Config
@@ -365,8 +365,11 @@ class ReplicaRun:
         processes = {"api": [app.process.pid for app in self.apps],
                      "worker": [worker.process.pid for worker in self.workers],
                      "neo4j": [self.neo4j.process.pid], "broker": [self.broker.process.pid]}
-        self.memory = {f"{name}_rss_mib": [rss_mib(pid) for pid in pids] for name, pids in processes.items()}
-        self.memory.update({f"{name}_peak_mib": [rss_mib(pid, "VmHWM") for pid in pids]
+        # An API process is a gunicorn master and its worker: both count.
+        reading = {"api": server_rss_mib}
+        self.memory = {f"{name}_rss_mib": [reading.get(name, rss_mib)(pid) for pid in pids]
+                       for name, pids in processes.items()}
+        self.memory.update({f"{name}_peak_mib": [reading.get(name, rss_mib)(pid, "VmHWM") for pid in pids]
                             for name, pids in processes.items()})
 
     # -- the end --------------------------------------------------------------------------------
@@ -526,7 +529,7 @@ def markdown_table(result: dict[str, Any]) -> str:
         def mib(name: str) -> str:
             return ", ".join(f"{now} (peak {peak})" for now, peak in zip(memory[f"{name}_rss_mib"],
                                                                              memory[f"{name}_peak_mib"]))
-        rows.append(("RSS under load, MiB: each API process", mib("api"), ""))
+        rows.append(("RSS under load, MiB: each API replica (gunicorn master and worker)", mib("api"), ""))
         rows.append(("RSS under load, MiB: each worker", mib("worker"), ""))
         rows.append(("RSS under load, MiB: Neo4j / broker", f"{mib('neo4j')} / {mib('broker')}", ""))
     phases = result["phases_s"]
