@@ -1,5 +1,6 @@
-"""A task worker as a separate process (`flask --app app worker`), as compose's `worker` service runs
-it: on the broker and database the test names, with its own log, ready once it listens on the queue.
+"""A task worker as a separate process (`flask --app app worker`), as compose's `worker` service runs it:
+the bench's ServedWorker, on the broker and database the test names (its DATA_DIR too), ready once it
+listens on the queue.
 
     with WorkerProcess(tmp_path / "worker.log", QUEUE_URL=..., FALKORDB_URL=...) as worker:
         ...
@@ -9,62 +10,35 @@ it: on the broker and database the test names, with its own log, ready once it l
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from tests.support.app_process import BACKEND_DIR
-
-READY_LINE = "Listening on"
+from app.bench.load_run import ServedWorker, kill_hard
 
 
-class WorkerProcess:
+class WorkerProcess(ServedWorker):
     def __init__(self, log_path: Path, **env: str) -> None:
-        self.log_path = Path(log_path)
-        self.env = {**os.environ, "DOTENV_PATH": os.devnull, "EMBEDDING_PROVIDER": "local",
-                    "RERANKER_PROVIDER": "none", "GRAPHITI_TELEMETRY_ENABLED": "false", "LOG_LEVEL": "INFO",
-                    "TASK_WORKERS": "0", **env}
-        self.process: subprocess.Popen | None = None
+        data_dir = Path(env.pop("DATA_DIR", Path(log_path).parent / "worker-data"))
+        super().__init__(data_dir, Path(log_path), {"RERANKER_PROVIDER": "none", **env})
 
     def start(self, ready_timeout_s: float = 120) -> "WorkerProcess":
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "flask", "--app", "app", "worker"], cwd=BACKEND_DIR,
-                                        env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + ready_timeout_s
-        while READY_LINE not in self.log():
-            if self.process.poll() is not None:
-                raise AssertionError(f"the worker exited with {self.process.returncode}:\n{self.log()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the worker was not ready within {ready_timeout_s} s:\n{self.log()[-3000:]}")
-            time.sleep(0.1)
-        return self
+        return self.launch().wait_ready(ready_timeout_s)
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        return self._log()
 
     def terminate(self) -> None:
         self.process.send_signal(signal.SIGTERM)
 
     def kill_hard(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
+        kill_hard(self.process)
 
     def wait(self, timeout_s: float) -> int:
         return self.process.wait(timeout=timeout_s)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)  # a test's worker holds nothing worth a clean stop
-            self.process.wait(timeout=10)
+        if self.process is not None:
+            kill_hard(self.process)  # a test's worker holds nothing worth a clean stop
 
     def __enter__(self) -> "WorkerProcess":
         return self.start()
