@@ -44,7 +44,7 @@ FACTS_PER_SECTION = 3
 
 
 def kind_of(messages: list[dict]) -> str:
-    """Which of the agent's prompts `messages` carry (the same test the report tests' script uses)."""
+    """Which of the agent's prompts `messages` carry (the report tests' script asks this too)."""
     if parse_judge_prompt(messages) is not None:
         return "judge"
     system = str(messages[0].get("content", "")) if messages else ""

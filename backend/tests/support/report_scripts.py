@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable
 
-from app.report import prompts as prompts
+from app.bench.report_writer import kind_of
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm_replies import ChatRequest, chat, judge, keyword_overlap
 
@@ -45,19 +45,10 @@ def judge_or_chat(score_fn: Callable[[str, str], Any] = keyword_overlap,
 
 
 def purpose(messages: list[dict]) -> str | None:
-    """Which report prompt a request carries: outline, section, sub_queries, interview, completion, or None."""
-    system = str(messages[0].get("content", "")) if messages else ""
-    if system.startswith(prompts.OUTLINE_PROMPT.split("MAX")[0]):
-        return "outline"
-    if system.startswith(prompts.SECTION_PROMPT_HEAD):
-        return "section"
-    if system.startswith(prompts.SUB_QUERY_PROMPT.split("MAX")[0]):
-        return "sub_queries"
-    if system == prompts.INTERVIEW_PROMPT:
-        return "interview"
-    if system == prompts.COMPLETION_PROMPT:
-        return "completion"
-    return None
+    """Which report prompt a request carries: outline, section, sub_queries, interview, completion, or None
+    (the bench's stand-in writer tells them apart the same way: app/bench/report_writer.py)."""
+    kind = kind_of(messages)
+    return None if kind in ("judge", "other") else kind
 
 
 def interview_facts(messages: list[dict]) -> list[tuple[str, str]]:
