@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 # What a command needs is set up once, by the first command that needs it, and again when its recipe changes:
 # the Python packages (every command), llama.cpp's server (the demo and the local model server), and for the
 # test suite also Neo4j's jars and Ollama (`make test`, or `make neo4j` / `make ollama` on their own).
-PY_STAMP := $(VENV)/.python-$(shell cat backend/pyproject.toml backend/constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
+PY_STAMP := $(VENV)/.python-$(shell cat reranker/pyproject.toml backend/pyproject.toml backend/constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
 LLAMA_STAMP := $(VENV)/.llama-server-$(shell cat backend/app/local_llm/install.py 2>/dev/null | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(shell cat backend/pyproject.toml backend/constraints.txt backend/app/local_llm/install.py backend/app/local_llm/ollama_build.py backend/app/graph/neo4j_server/* 2>/dev/null | sha1sum | cut -c1-12)
 export PYTHONUNBUFFERED := 1
@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 $(PY_STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing the backend into $(VENV) (first run only)..."
-	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e 'backend[test,embedded,bench]'
+	@$(PIP) install -q --disable-pip-version-check -c backend/constraints.txt -e reranker -e 'backend[test,embedded,bench]'
 	@rm -f $(VENV)/.python-*; touch $(PY_STAMP)
 
 $(LLAMA_STAMP): $(PY_STAMP)

@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 GRAPH_BACKENDS = ("falkordb", "neo4j")
 LLM_PROVIDERS = ("openai", "openai_generic")
 EMBEDDING_PROVIDERS = ("openai", "local")
-# RERANKER_PROVIDER values; app/rerank/providers.py maps each to what it builds and can do.
+# RERANKER_PROVIDER values; graphiti_llm_rerank/providers.py maps each to what it builds and can do.
 RERANKER_PROVIDERS = ("ollama", "rerank_api", "none")
 # Providers whose server is someone else's (TEI, Cohere, Jina behind POST /rerank): RERANKER_API_KEY
 # never defaults to the embedder's key for them. The others talk to the embedder's kind of server.
@@ -31,9 +31,9 @@ RERANKER_API_STYLES = ("auto", "cohere", "tei")
 RERANKER_SCORE_MODES = ("auto", "logprobs", "json", "graded")
 RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
 MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
-# How graph search combines the judge's evidence with the first stage's order (app/rerank/fusion.py).
+# How graph search combines the judge's evidence with the first stage's order (graphiti_llm_rerank/fusion.py).
 RERANKER_FUSIONS = ("none", "rrf", "linear", "zscore")
-# Which candidates a cascade asks the judge about (app/rerank/fusion.py `cascade_positions`).
+# Which candidates a cascade asks the judge about (graphiti_llm_rerank/fusion.py `cascade_positions`).
 RERANKER_JUDGE_FOCI = ("top", "cut", "disagree")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # HOST names that reach only this machine; any other HOST needs API_TOKEN (`Config.check_serving`).
@@ -246,7 +246,7 @@ class Config:
     reranker_breaker_threshold: int = 3
     reranker_breaker_cooldown_s: float = 30.0
     reranker_instructions: str | None = None
-    # Strategy knobs (see app/rerank/strategies/)
+    # Strategy knobs (see graphiti_llm_rerank/strategies/)
     reranker_max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
     reranker_context_tokens: int = DEFAULT_CONTEXT_TOKENS
     reranker_window_size: int = 20  # sliding_window

@@ -134,7 +134,7 @@ def test_whole_call_fault_keeps_first_stage_order(backend, llm, water, caplog, f
     assert elapsed < DEADLINE_S + MARGIN_S
     assert_first_stage_order(body)
     [warning] = warnings(caplog)  # exactly one, from the reranker, naming the model
-    assert warning.name == "app.rerank.ollama_reranker" and "'judge-model' failed" in warning.getMessage()
+    assert warning.name == "graphiti_llm_rerank.ollama_reranker" and "'judge-model' failed" in warning.getMessage()
     assert (delta(after, before, "calls"), delta(after, before, "fallbacks")) == (1, 1)
     assert delta(after, before, "model_requests") >= 1
     # A failed call cancels the requests still in flight (a hang, a slow reply, an error that

@@ -110,7 +110,7 @@ def test_report_tool_answers_in_first_stage_order_when_the_model_fails(faulty_cl
     assert ranked and all(item["rank"] == item["first_stage_rank"] for item in ranked)
     _assert_nothing_lost_or_doubled(tool, result)
     reranker_warnings = [r for r in caplog.records
-                         if r.levelno == logging.WARNING and r.name == "app.rerank.ollama_reranker"]
+                         if r.levelno == logging.WARNING and r.name == "graphiti_llm_rerank.ollama_reranker"]
     assert len(reranker_warnings) == rank_calls
     assert _fallbacks(client) - before == rank_calls
     if tool == "insight_forge":

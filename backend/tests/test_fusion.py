@@ -1,4 +1,4 @@
-"""Fusion of the judge's evidence with the first stage (app/rerank/fusion.py), on hand-made lists whose
+"""Fusion of the judge's evidence with the first stage (graphiti_llm_rerank/fusion.py), on hand-made lists whose
 answers are worked out by hand in the comments; then through graph search, where the hits must be
 what the same arithmetic gives on the search's own candidates."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.fusion import RRF_K, cascade_positions, cheap_order, disputed_positions, first_stage_share, fuse
+from graphiti_llm_rerank.fusion import RRF_K, cascade_positions, cheap_order, disputed_positions, first_stage_share, fuse
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
 

@@ -10,10 +10,10 @@ import pytest
 
 from app.bench.rerankers import parse_strategies
 from app.config import Config
-from app.rerank.judge_prompt import GRADES, build_judge_messages, judge_prompt_mode
-from app.rerank.score_parsing import expected_grade, grade_from_text
-from app.rerank.judge import LLMJudge
-from app.rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.judge_prompt import GRADES, build_judge_messages, judge_prompt_mode
+from graphiti_llm_rerank.score_parsing import expected_grade, grade_from_text
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
 from tests.support.scripted_llm import judge
 
 QUERY = "How long does a flea live?"

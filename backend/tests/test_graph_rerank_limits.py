@@ -54,5 +54,5 @@ def test_graph_search_refuses_a_prompt_larger_than_the_context(backend, scripted
 
     assert scripted_llm.count == 0  # refused before any model request
     assert body["reranked"] is False and body["error"] is None and len(body["edges"]) == 2
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("app.rerank")]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("graphiti_llm_rerank")]
     assert len(warnings) == 1 and "DocumentTooLongError" in warnings[0].getMessage()

@@ -1,6 +1,6 @@
 """A model server that accepts requests and never answers costs a rank call one request timeout, not
 one per wave of requests: once every request in flight timed out with nothing answered, the rest of
-the call is not sent (app/rerank/request_waves.py). Over real HTTP to the scripted servers, whose
+the call is not sent (graphiti_llm_rerank/request_waves.py). Over real HTTP to the scripted servers, whose
 hanging requests hold their connection open until the client gives up.
 
 Ten passages with four requests in flight are three waves: three timeouts (>= 3 s at 1 s each) without
@@ -14,14 +14,14 @@ import time
 
 import pytest
 
-from app.rerank.fusion import judged_order
-from app.rerank.judge import LLMJudge
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.rerank_api import RerankApiReranker
-from app.rerank.rerank_api_client import RerankApiClient
-from app.rerank.strategies.pointwise import UNSCORED
-from app.rerank.strategy_run import rerank
-from app.rerank.types import Document
+from graphiti_llm_rerank.fusion import judged_order
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.rerank_api import RerankApiReranker
+from graphiti_llm_rerank.rerank_api_client import RerankApiClient
+from graphiti_llm_rerank.strategies.pointwise import UNSCORED
+from graphiti_llm_rerank.strategy_run import rerank
+from graphiti_llm_rerank.types import Document
 from tests.support.scripted_llm import ScriptedLLMServer, always, hang, judge, server_error
 from tests.support.scripted_rerank_api import ScriptedRerankApi
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.bench.judge_speed import JudgeSpeedArgs, measure, work_from_log
 from app.bench.summary import prompt_limit_figures
-from app.rerank.judge import LLMJudge
+from graphiti_llm_rerank.judge import LLMJudge
 from tests.support.scripted_llm import delay, raw_json
 
 PASSAGES = ["alpha passage", "beta passage", "gamma passage", "delta passage"]

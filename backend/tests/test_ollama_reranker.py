@@ -12,10 +12,10 @@ from collections import Counter
 import pytest
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from app.rerank.judge import LLMJudge
-from app.rerank.judge_prompt import PASSAGE_CLOSE, PROMPT_VERSION, build_judge_messages, escape_field, unescape_field
-from app.rerank.score_parsing import parse_json_score, yes_probability
-from app.rerank.ollama_reranker import SCORE_FLOOR, OllamaReranker
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.judge_prompt import PASSAGE_CLOSE, PROMPT_VERSION, build_judge_messages, escape_field, unescape_field
+from graphiti_llm_rerank.score_parsing import parse_json_score, yes_probability
+from graphiti_llm_rerank.ollama_reranker import SCORE_FLOOR, OllamaReranker
 from tests.support.scripted_llm import (
     ScriptedLLMServer,
     always,

@@ -32,10 +32,10 @@ from app.local_llm.ollama import (
     CHATML_TEMPLATE, base_url, ensure_ollama, ollama_files, ollama_status, server_url, stop_ollama,
 )
 from app.local_llm.ollama_build import OLLAMA_VERSION
-from app.rerank import build_judge, build_reranker
-from app.rerank.judge import TOP_LOGPROBS
-from app.rerank.judge_prompt import GRADES, NO_WORD, YES_WORD, build_judge_messages
-from app.rerank.score_parsing import expected_grade, normalise_token, yes_probability
+from graphiti_llm_rerank import build_judge, build_reranker
+from graphiti_llm_rerank.judge import TOP_LOGPROBS
+from graphiti_llm_rerank.judge_prompt import GRADES, NO_WORD, YES_WORD, build_judge_messages
+from graphiti_llm_rerank.score_parsing import expected_grade, normalise_token, yes_probability
 from tests.conftest import unique_graph_id
 
 logger = logging.getLogger(__name__)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.rerank.permutation import repair_permutation
-from app.rerank.strategies.answer_parsing import listwise_answer, pairwise_answer, selection_answer
-from app.rerank.types import RerankParseError
+from graphiti_llm_rerank.permutation import repair_permutation
+from graphiti_llm_rerank.strategies.answer_parsing import listwise_answer, pairwise_answer, selection_answer
+from graphiti_llm_rerank.types import RerankParseError
 
 
 def test_a_valid_permutation_is_kept_as_is():

@@ -16,11 +16,11 @@ import pytest
 
 from app.bench.injection import measure_layout, run_measurement
 from app.bench.injection_set import CASES, INJECTIONS, injected_passages
-from app.rerank.judge import LLMJudge
-from app.rerank.judge_prompt import (
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.judge_prompt import (
     PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, escape_field, parse_judge_prompt,
 )
-from app.rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
 from tests.support.scripted_llm import judge
 
 _UNESCAPED_CLOSE = {tag: re.compile("<" + re.escape(tag[1:])) for tag in (PASSAGE_CLOSE, QUERY_CLOSE)}

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from app.bench.prompt_layout import PromptLayoutArgs, evaluated_tokens, measure, passage_first
-from app.rerank.judge_prompt import PASSAGE_OPEN, QUERY_CLOSE, build_judge_messages
+from graphiti_llm_rerank.judge_prompt import PASSAGE_OPEN, QUERY_CLOSE, build_judge_messages
 from tests.support.scripted_llm import ScriptedLLMServer, raw_json
 
 BACKEND = Path(__file__).resolve().parents[1]

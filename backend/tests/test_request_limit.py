@@ -7,7 +7,7 @@ import asyncio
 import threading
 import time
 
-from app.rerank.request_limit import RequestLimit
+from graphiti_llm_rerank.request_limit import RequestLimit
 
 
 def test_busy_time_is_the_union_of_overlapping_holds_and_stops_when_idle():

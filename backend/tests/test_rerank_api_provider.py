@@ -17,10 +17,10 @@ import pytest
 
 from app.config import Config
 from app.graph.runtime import GraphitiAdapter, _build_reranker
-from app.rerank.providers import shared_rerank_api
-from app.rerank.fusion import judged_order
-from app.rerank.rerank_api import EMPTY_TEXT, NOT_IN_ANSWER, REQUEST_FAILED, RerankApiReranker
-from app.rerank.rerank_api_client import RerankApiClient
+from graphiti_llm_rerank.providers import shared_rerank_api
+from graphiti_llm_rerank.fusion import judged_order
+from graphiti_llm_rerank.rerank_api import EMPTY_TEXT, NOT_IN_ANSWER, REQUEST_FAILED, RerankApiReranker
+from graphiti_llm_rerank.rerank_api_client import RerankApiClient
 from tests.support.scripted_llm import delay, error, hang, rate_limited, server_error, unused_base_url
 from tests.support.scripted_rerank_api import ScriptedRerankApi, not_json, results
 
@@ -35,7 +35,7 @@ PASSAGES = [
 RELEVANCE = dict(zip(PASSAGES, [0.05, 0.95, 0.6, 0.2, 0.4]))
 BEST_FIRST = sorted(PASSAGES, key=lambda passage: -RELEVANCE[passage])
 API_KEY = "sk-rerank-SECRET-7c41d0"
-LOGGER = "app.rerank.rerank_api"
+LOGGER = "graphiti_llm_rerank.rerank_api"
 
 
 def by_table(query: str, text: str) -> float:

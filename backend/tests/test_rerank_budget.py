@@ -13,9 +13,9 @@ import time
 import pytest
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.judge import LLMJudge
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.strategies.registry import get_strategy
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.strategies.registry import get_strategy
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import ScriptedLLMServer, always, hang, judge, server_error

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from app.rerank.strategy_run import rerank
-from app.rerank.judge import LLMJudge
-from app.rerank.strategies import get_strategy
-from app.rerank.strategies import register_strategy
-from app.rerank.types import (
+from graphiti_llm_rerank.strategy_run import rerank
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.strategies import get_strategy
+from graphiti_llm_rerank.strategies import register_strategy
+from graphiti_llm_rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankParseError, RerankProviderError, RerankResult,
     RerankStrategyError, TooManyDocumentsError, rank_score,
 )

@@ -1,5 +1,5 @@
-"""The provider registry (app/rerank/providers.py) and the edge to Graphiti (app/rerank/cross_encoder.py),
-both through the `app.rerank` front door: every RERANKER_PROVIDER value has a builder, callers ask a
+"""The provider registry (graphiti_llm_rerank/providers.py) and the edge to Graphiti (graphiti_llm_rerank/cross_encoder.py),
+both through the `graphiti_llm_rerank` front door: every RERANKER_PROVIDER value has a builder, callers ask a
 provider what it can do, and any cross encoder is judged by position. No network I/O."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.config import RERANKER_PROVIDERS, RERANKER_PROVIDERS_WITH_OWN_KEY, Config
-from app.rerank import (
+from graphiti_llm_rerank import (
     OllamaReranker, PassthroughReranker, RerankApiReranker, build_reranker, judge_positions, provider_for,
     rerank_positions,
 )

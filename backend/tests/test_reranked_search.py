@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from app.graph.runtime import GraphitiAdapter, _build_reranker
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.passthrough import PassthroughReranker
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.passthrough import PassthroughReranker
 from app.config import Config
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS

@@ -1,7 +1,7 @@
 """The cold start: a model server that loads the model on its first request (Ollama) gets the app's
 traffic only once the model is in memory, and no search waits for the load beyond its own limits.
 When the app builds the reranker it sends one warm-up request with RERANKER_WARMUP_TIMEOUT_S to
-answer (app/rerank/warmup.py); meanwhile GET /health/ready answers 503 naming the load, and a search
+answer (graphiti_llm_rerank/warmup.py); meanwhile GET /health/ready answers 503 naming the load, and a search
 that comes anyway waits at most RERANKER_TIMEOUT_S, then keeps the first-stage order and says why, in
 the answer, in /health and in one WARNING. A warm-up that failed keeps readiness red, naming why,
 until another one (started by the readiness check itself) gets an answer.
@@ -16,7 +16,7 @@ import threading
 import time
 
 from app.graph.runtime import GraphitiAdapter
-from app.rerank.judge import WARMUP_PASSAGE
+from graphiti_llm_rerank.judge import WARMUP_PASSAGE
 from tests.support.scripted_llm import always, hang, judge
 
 QUERY = "harbor water utility reservoir town"

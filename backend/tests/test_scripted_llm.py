@@ -12,7 +12,7 @@ import urllib.request
 import openai
 import pytest
 
-from app.rerank.judge_prompt import build_judge_messages
+from graphiti_llm_rerank.judge_prompt import build_judge_messages
 from tests.support.scripted_llm import (
     ScriptedLLMServer,
     always,

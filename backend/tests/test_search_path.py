@@ -4,7 +4,7 @@
 `SEARCH_SUPPORT` is what those modules call on the way (input checks, the graph loop, the judge's
 own parts). A real search over HTTP (Flask's client, the embedded FalkorDB, the scripted judge on
 real HTTP) is traced on both threads it runs on, and the modules of `app.api`, `app.graph` and
-`app.rerank` that ran must be exactly these: a module that joins the path, or leaves it, fails here
+`graphiti_llm_rerank` that ran must be exactly these: a module that joins the path, or leaves it, fails here
 until the lists say so.
 """
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from app.bench.stand_in_embedder import StandInEmbedder
-from app.rerank import cosines
+from graphiti_llm_rerank import cosines
 from tests.support.app_process import call
 
 

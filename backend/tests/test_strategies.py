@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from app.rerank.strategy_run import rerank
-from app.rerank.judge import LLMJudge
-from app.rerank.strategies import Stage
-from app.rerank.strategies import TournamentStrategy
-from app.rerank.strategies import get_strategy
-from app.rerank.strategies.strategy_prompts import LISTWISE_ANSWER_SCHEMA, PASSAGES_CLOSE
-from app.rerank.strategies.tournament import PAPER_STAGES, check_plan, halving_plan
-from app.rerank.types import TournamentPlanError
+from graphiti_llm_rerank.strategy_run import rerank
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.strategies import Stage
+from graphiti_llm_rerank.strategies import TournamentStrategy
+from graphiti_llm_rerank.strategies import get_strategy
+from graphiti_llm_rerank.strategies.strategy_prompts import LISTWISE_ANSWER_SCHEMA, PASSAGES_CLOSE
+from graphiti_llm_rerank.strategies.tournament import PAPER_STAGES, check_plan, halving_plan
+from graphiti_llm_rerank.types import TournamentPlanError
 from tests.support.scripted_llm import delay
 from tests.support.scripted_rankers import listwise_reply, prompts_of, ranking_llm, table_relevance
 

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from app.rerank.strategy_run import rerank
-from app.rerank.judge import LLMJudge
+from graphiti_llm_rerank.strategy_run import rerank
+from graphiti_llm_rerank.judge import LLMJudge
 
 pytestmark = pytest.mark.local_model
 

@@ -10,11 +10,11 @@ import logging
 import pytest
 
 from app.config import Config
-from app.rerank.strategies import get_strategy
-from app.rerank.strategies import strategy_from_config
+from graphiti_llm_rerank.strategies import get_strategy
+from graphiti_llm_rerank.strategies import strategy_from_config
 from app.graph.runtime import GraphitiAdapter, _build_reranker
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.providers import shared_judge
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.providers import shared_judge
 from tests.conftest import unique_graph_id
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import always, garbage, hang, unused_base_url

@@ -21,7 +21,7 @@ APP = BACKEND / "app"
 # app.tasks (the background-task registry) is a leaf beside app.config: every layer may use it, it uses none.
 # So are app.metrics (the Prometheus metrics: the API serves them, the reranker and the job queue record
 # into them) and app.request_id (the request id every layer's log lines carry).
-LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.rerank",),
+LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("graphiti_llm_rerank",),
           ("app.config", "app.tasks", "app.metrics", "app.request_id"))
 # Entry points and tools sit above every layer: they may import any of them, and they are the only
 # modules that may import inside a function (documented lazy imports: `create_app` in app/__init__.py
@@ -58,7 +58,7 @@ def source_of(module: str) -> tuple[str, bool]:
 
 
 def resolved(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    """The absolute module an ImportFrom names: `from .x import y` in app.rerank.types is app.rerank.x."""
+    """The absolute module an ImportFrom names: `from .x import y` in graphiti_llm_rerank.types is graphiti_llm_rerank.x."""
     if node.level == 0:
         return node.module or ""
     package = module.split(".") if is_package else module.split(".")[:-1]
@@ -148,9 +148,9 @@ def function_local_app_imports(module: str, source: str | None = None, is_packag
 
 
 # Packages entered only through their __init__: a module outside one imports the package itself,
-# never one of its modules. app.rerank's front door (app/rerank/__init__.py) is what graph/, api/,
+# never one of its modules. graphiti_llm_rerank's front door (graphiti_llm_rerank/__init__.py) is what graph/, api/,
 # bench/, cli/, demo/ and report/ use; what lies behind it can move without touching them.
-FRONT_DOORS = ("app.rerank",)
+FRONT_DOORS = ("graphiti_llm_rerank",)
 
 
 def past_front_doors(imports: dict[str, set[str]]) -> list[str]:
@@ -170,21 +170,21 @@ def test_outside_app_rerank_only_its_front_door_is_imported():
 
 def test_the_front_door_check_can_fail():
     assert past_front_doors({
-        "app.graph.search": {"app.rerank", "app.rerank.fusion"},
-        "app.bench.runner": {"app.rerank.strategies.registry"},
-        "app.rerank.cross_encoder": {"app.rerank.fusion"},  # inside the package: its own business
-        "app.api.health": {"app.rerank"},
-    }) == ["app.bench.runner -> app.rerank.strategies.registry", "app.graph.search -> app.rerank.fusion"]
+        "app.graph.search": {"graphiti_llm_rerank", "graphiti_llm_rerank.fusion"},
+        "app.bench.runner": {"graphiti_llm_rerank.strategies.registry"},
+        "graphiti_llm_rerank.cross_encoder": {"graphiti_llm_rerank.fusion"},  # inside the package: its own business
+        "app.api.health": {"graphiti_llm_rerank"},
+    }) == ["app.bench.runner -> graphiti_llm_rerank.strategies.registry", "app.graph.search -> graphiti_llm_rerank.fusion"]
     # `from ..rerank import fusion` (a submodule taken from the package) goes past the door too.
     relative = app_imports("app.graph.search", "from ..rerank import fusion, fuse\n")
-    assert past_front_doors({"app.graph.search": relative}) == ["app.graph.search -> app.rerank.fusion"]
+    assert past_front_doors({"app.graph.search": relative}) == ["app.graph.search -> graphiti_llm_rerank.fusion"]
 
 
 def test_the_front_door_exports_what_it_names():
-    import app.rerank
+    import graphiti_llm_rerank
 
-    assert sorted(set(app.rerank.__all__)) == sorted(app.rerank.__all__)
-    assert [name for name in app.rerank.__all__ if not hasattr(app.rerank, name)] == []
+    assert sorted(set(graphiti_llm_rerank.__all__)) == sorted(graphiti_llm_rerank.__all__)
+    assert [name for name in graphiti_llm_rerank.__all__ if not hasattr(graphiti_llm_rerank, name)] == []
 
 
 def test_layered_modules_import_only_at_their_top():
@@ -253,24 +253,24 @@ def test_no_module_takes_another_modules_private_names():
 def test_the_layer_check_catches_upward_and_hidden_imports():
     """The check above is only worth something if it can fail: the loop this layout removed
     (rerank resources importing the graph runtime inside a function) is what it must catch."""
-    assert upward_imports({"app.rerank.factory": {"app.graph.runtime"}}) == ["app.rerank.factory -> app.graph.runtime"]
-    assert upward_imports({"app.graph.search": {"app.report.tools", "app.rerank.cross_encoder"}}) == [
+    assert upward_imports({"graphiti_llm_rerank.factory": {"app.graph.runtime"}}) == ["graphiti_llm_rerank.factory -> app.graph.runtime"]
+    assert upward_imports({"app.graph.search": {"app.report.tools", "graphiti_llm_rerank.cross_encoder"}}) == [
         "app.graph.search -> app.report.tools"]
     assert upward_imports({"app.cli.demo": {"app.api.graph"}}) == []  # entry points sit above the layers
     assert upward_imports({"app.graph.store": {"app"}}) == ["app.graph.store -> app"]  # app/__init__ is an entry
     hidden = app_imports("app.api.rerank")
-    assert {"app.graph.runtime", "app.rerank"} <= hidden
+    assert {"app.graph.runtime", "graphiti_llm_rerank"} <= hidden
 
 
 def test_the_layer_check_resolves_relative_imports():
     source = "from ..graph import runtime\nfrom . import judge\nfrom .strategies.base import shown_texts\n"
-    imports = app_imports("app.rerank.factory", source)
-    assert {"app.graph", "app.graph.runtime", "app.rerank", "app.rerank.judge", "app.rerank.strategies.base"} <= imports
-    assert upward_imports({"app.rerank.factory": imports}) == [
-        "app.rerank.factory -> app.graph", "app.rerank.factory -> app.graph.runtime"]
+    imports = app_imports("graphiti_llm_rerank.factory", source)
+    assert {"app.graph", "app.graph.runtime", "graphiti_llm_rerank", "graphiti_llm_rerank.judge", "graphiti_llm_rerank.strategies.base"} <= imports
+    assert upward_imports({"graphiti_llm_rerank.factory": imports}) == [
+        "graphiti_llm_rerank.factory -> app.graph", "graphiti_llm_rerank.factory -> app.graph.runtime"]
     # In a package's __init__, one dot is the package itself.
-    assert app_imports("app.rerank", "from .types import Document\n", is_package=True) == {"app.rerank.types"}
-    assert app_imports("app.rerank", "from ..api import errors\n", is_package=True) == {"app.api", "app.api.errors"}
+    assert app_imports("graphiti_llm_rerank", "from .types import Document\n", is_package=True) == {"graphiti_llm_rerank.types"}
+    assert app_imports("graphiti_llm_rerank", "from ..api import errors\n", is_package=True) == {"app.api", "app.api.errors"}
     with pytest.raises(ValueError):
         app_imports("app.config", "from ... import x\n")
 
@@ -287,9 +287,9 @@ def test_the_observability_leaves_sit_at_the_bottom():
     """The reranker records into app.metrics and the graph loop's lines carry app.request_id: both sit
     beside app.config, so every layer may use them and they may use no layer above it."""
     assert layer_of("app.metrics") == layer_of("app.request_id") == layer_of("app.config")
-    assert upward_imports({"app.rerank.cross_encoder": {"app.metrics"}, "app.tasks": {"app.request_id"}}) == []
-    assert upward_imports({"app.metrics": {"app.rerank"}, "app.request_id": {"app.api.errors"}}) == [
-        "app.metrics -> app.rerank", "app.request_id -> app.api.errors"]
+    assert upward_imports({"graphiti_llm_rerank.cross_encoder": {"app.metrics"}, "app.tasks": {"app.request_id"}}) == []
+    assert upward_imports({"app.metrics": {"graphiti_llm_rerank"}, "app.request_id": {"app.api.errors"}}) == [
+        "app.metrics -> graphiti_llm_rerank", "app.request_id -> app.api.errors"]
 
 
 WEB_FRAMEWORK = ("flask", "werkzeug")
@@ -303,7 +303,7 @@ def test_only_the_api_layer_and_the_entry_points_import_flask():
     """Below app.api nothing knows it serves HTTP: the reranker, the graph and the metrics it records
     work the same under a job worker or a benchmark."""
     below_api = [module for module in module_names() if layer_of(module) not in (None, layer_of("app.api"))]
-    assert "app.metrics" in below_api and "app.rerank.cross_encoder" in below_api
+    assert "app.metrics" in below_api and "graphiti_llm_rerank.cross_encoder" in below_api
     assert {module: sorted(web_framework_imports(module)) for module in below_api
             if web_framework_imports(module)} == {}
     assert web_framework_imports("app.api.metrics") == {"flask"}  # the check sees Flask where it is imported
@@ -320,15 +320,15 @@ def test_the_function_local_import_check_can_fail():
         "    async def rank(self):\n"
         "        def inner():\n"
         "            from . import judge\n"
-        "        import app.rerank.factory\n"
+        "        import graphiti_llm_rerank.factory\n"
     )
-    assert function_local_app_imports("app.rerank.cross_encoder", source) == [
-        "app.rerank.cross_encoder:5 -> app.graph.runtime",
-        "app.rerank.cross_encoder:9 -> app.rerank",
-        "app.rerank.cross_encoder:9 -> app.rerank.judge",
-        "app.rerank.cross_encoder:10 -> app.rerank.factory",
+    assert function_local_app_imports("graphiti_llm_rerank.cross_encoder", source) == [
+        "graphiti_llm_rerank.cross_encoder:5 -> app.graph.runtime",
+        "graphiti_llm_rerank.cross_encoder:9 -> graphiti_llm_rerank",
+        "graphiti_llm_rerank.cross_encoder:9 -> graphiti_llm_rerank.judge",
+        "graphiti_llm_rerank.cross_encoder:10 -> graphiti_llm_rerank.factory",
     ]
-    assert function_local_app_imports("app.rerank.cross_encoder", "from app.config import Config\n") == []
+    assert function_local_app_imports("graphiti_llm_rerank.cross_encoder", "from app.config import Config\n") == []
 
 
 def test_the_private_name_check_can_fail():
@@ -336,23 +336,23 @@ def test_the_private_name_check_can_fail():
         "from app.graph.runtime import _build_reranker, run_on_loop, __all__\n"
         "from .judge import _redact\n"
         "from app.graph import store as graph_store\n"
-        "import app.rerank.types\n"
-        "import app.rerank.judge as judge\n"
-        "from app.rerank.circuit_breaker import CircuitBreaker\n"
+        "import graphiti_llm_rerank.types\n"
+        "import graphiti_llm_rerank.judge as judge\n"
+        "from graphiti_llm_rerank.circuit_breaker import CircuitBreaker\n"
         "graph_store._query(1)\n"
-        "app.rerank.types._check\n"
+        "graphiti_llm_rerank.types._check\n"
         "judge._client\n"
         "CircuitBreaker._state\n"  # a class's attribute, not a module's: another check's business
         "self._x\n"
     )
-    assert private_name_imports("app.rerank.factory", source) == [
-        "app.rerank.factory -> app.graph.runtime._build_reranker",
-        "app.rerank.factory -> app.graph.store._query",
-        "app.rerank.factory -> app.rerank.judge._client",
-        "app.rerank.factory -> app.rerank.judge._redact",
-        "app.rerank.factory -> app.rerank.types._check",
+    assert private_name_imports("graphiti_llm_rerank.factory", source) == [
+        "graphiti_llm_rerank.factory -> app.graph.runtime._build_reranker",
+        "graphiti_llm_rerank.factory -> app.graph.store._query",
+        "graphiti_llm_rerank.factory -> graphiti_llm_rerank.judge._client",
+        "graphiti_llm_rerank.factory -> graphiti_llm_rerank.judge._redact",
+        "graphiti_llm_rerank.factory -> graphiti_llm_rerank.types._check",
     ]
-    assert private_name_imports("app.rerank.factory", "from app.rerank.judge import LLMJudge\n") == []
+    assert private_name_imports("graphiti_llm_rerank.factory", "from graphiti_llm_rerank.judge import LLMJudge\n") == []
 
 
 def third_party_imports(module: str) -> set[str]:

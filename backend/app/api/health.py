@@ -18,7 +18,7 @@ from app.api.errors import graph_unavailable, not_ready
 from app.api.validation import adapter, app_config
 from app.graph.runtime import check_database, current_runtime, last_start_error
 from app.graph.unavailable import RETRY_AFTER_S, GraphUnavailableError
-from app.rerank import provider_for
+from graphiti_llm_rerank import provider_for
 
 bp = Blueprint("health", __name__)
 

@@ -44,7 +44,7 @@ from app.api.validation import (
 from app.config import RERANKER_STRATEGIES, Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import shared_embedder
-from app.rerank import (
+from graphiti_llm_rerank import (
     CircuitBreaker, Document, DocumentTooLongError, InvalidRerankInputError, RerankOutcome, RerankParseError,
     RerankProviderError, RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
     documents_from_jsonl, provider_for, refuse_longer_than, rerank, shared_breaker, shared_judge, shared_rerank_api,

@@ -3,7 +3,7 @@
 The report agent takes a citation out when its section's question scores the fact under
 REPORT_CITATION_FLOOR, an absolute score (app/report/citation_floor.py). So a planted distractor stays
 out of reports only if the judge scores it under the gold. This asks the reranker the app builds
-(app/rerank/providers.py, pointwise) about every gold fact and every distractor of each requirement,
+(graphiti_llm_rerank/providers.py, pointwise) about every gold fact and every distractor of each requirement,
 with the requirement as the question and, as REPORT_FLOOR_WITHOUT_NAMES does, the lower of that score
 and the score for the requirement without its names. It prints, per requirement, the gold's lowest and
 median score and each distractor's; pooled, the AUC (a gold fact scored over a distractor), the
@@ -29,7 +29,7 @@ from typing import Any
 from app.bench.report_metrics import BenchRequirement
 from app.config import Config
 from app.graph.search import judge_passages
-from app.rerank import build_judge, build_reranker
+from graphiti_llm_rerank import build_judge, build_reranker
 from app.report.citation_floor import lower_of, without_names
 from app.report.tools import FactJudgement
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import openai
 
-from app.rerank import LLMJudge, build_judge_messages, escape_field, yes_no_from_text, yes_probability
+from graphiti_llm_rerank import LLMJudge, build_judge_messages, escape_field, yes_no_from_text, yes_probability
 
 LAYOUTS = ("naive", "delimited", "defended")
 TOP_K = 3

@@ -3,7 +3,7 @@
 `bench graph` stores, for every query of its reranked phase, what graph search handed the reranker
 and what the judge answered (`candidate_trace`): each first-stage candidate's passage id and score,
 the judge's evidence, when each score arrived, and the embedder's cosine. From that, the same
-`app.rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), with the
+`graphiti_llm_rerank.fusion.fuse` that graph search runs gives any fusion's ranking (`fused_ranking`), with the
 cosine as a third signal, a cascade's (the judge asked about a few of the cheap order only), a time
 budget's (only the scores that had arrived by then count), or the embedder's cosine order alone
 (`cosine_ranking`). `sure_stop` counts how many judgements a cascade that stops only when it is sure of
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import RERANKER_JUDGE_FOCI
-from app.rerank import cascade_positions, cheap_order, check_fusion, fuse
+from graphiti_llm_rerank import cascade_positions, cheap_order, check_fusion, fuse
 
 TRACE_VERSION = 1
 # How a replay's label names each judge focus (RERANKER_JUDGE_FOCI).

@@ -38,7 +38,7 @@ from app.report.agent import MAX_SEARCH_LIMIT, PLANNED_CALLS, TOOL_TEXT_CHARS, R
 from app.report.prompts import OUTLINE_PROMPT, SECTION_PROMPT_TAIL
 from app.report.store import new_report_id, now_iso, report_store
 from app.report.tool_registry import TOOLS
-from app.rerank import redact_url
+from graphiti_llm_rerank import redact_url
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.config import RERANKER_SCORE_MODES, RERANKER_STRATEGIES, Config
 from app.graph.runtime import shared_embedder
-from app.rerank import build_judge, build_reranker, rerank_positions
+from graphiti_llm_rerank import build_judge, build_reranker, rerank_positions
 
 ORIGINAL = "original"
 STRATEGY_NAMES = (ORIGINAL, *RERANKER_STRATEGIES)

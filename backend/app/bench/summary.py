@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from app.bench.estimate import TokenPrices
 from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
 
-# Counter deltas each record carries: app.rerank.judge counters, plus the strategy's repairs and ties.
+# Counter deltas each record carries: graphiti_llm_rerank.judge counters, plus the strategy's repairs and ties.
 COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",
                   "unit_fallbacks", "passage_failures", "cache_hits", "breaker_skips", "embedding_calls",
                   "repairs", "ties")

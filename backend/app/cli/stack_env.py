@@ -89,7 +89,7 @@ def _local_server_running(config: Config) -> bool:
 
 
 def _describe_reranker(config: Config, local_server_running: bool) -> str:
-    from app.rerank import provider_for, redact_url
+    from graphiti_llm_rerank import provider_for, redact_url
 
     if not provider_for(config).judges:
         return f"Reranker: off (RERANKER_PROVIDER={config.reranker_provider})"

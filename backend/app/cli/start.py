@@ -3,7 +3,7 @@ for `flask serve` and the image's gunicorn alike).
 
 `create_app()` contacts nothing (tests build apps in-process). A served app connects to its graph
 database before it takes requests, builds its indexes, and starts warming the reranker's model in
-the background (app/rerank/warmup.py: readiness says when it has loaded). A database that cannot be
+the background (graphiti_llm_rerank/warmup.py: readiness says when it has loaded). A database that cannot be
 used fails the start with one line that says which database, what is wrong and the setting that
 names it, and a non-zero exit, instead of a stack trace or an app that answers 503 to everything.
 """

@@ -18,7 +18,7 @@ from flask.cli import with_appcontext
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
 from app.graph.task_broker import BrokerNotConfiguredError, require_broker_url
 from app.graph.unavailable import GraphUnavailableError
-from app.rerank import redact_url
+from graphiti_llm_rerank import redact_url
 from app.tasks import QUEUE_NAME, TaskWorker, connect
 
 logger = logging.getLogger(__name__)

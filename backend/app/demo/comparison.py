@@ -20,7 +20,7 @@ from app.demo.sample_graph import DemoQuestion
 from app.demo.side_by_side import Column
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, GraphitiRuntime
-from app.rerank import build_reranker
+from graphiti_llm_rerank import build_reranker
 
 SCORE_MODE = "logprobs"  # True/False logprob scoring: the best small-model judge measured here (FIELD-NOTES)
 

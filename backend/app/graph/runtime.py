@@ -2,9 +2,9 @@
 `_build_reranker(provider)` picks as its cross encoder, and `GraphitiAdapter`, the app's way in.
 
 The rerank path, top to bottom:
-    app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  app.rerank (its front door; the provider
-    registry, app/rerank/providers.py, builds the reranker)  ->  _get_graphiti() (Graphiti's cross_encoder)
-    ->  app/graph/search.py (app.rerank.judge_positions, then fusion)  ->  GraphitiAdapter().graph.search()
+    app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  graphiti_llm_rerank (its front door; the provider
+    registry, graphiti_llm_rerank/providers.py, builds the reranker)  ->  _get_graphiti() (Graphiti's cross_encoder)
+    ->  app/graph/search.py (graphiti_llm_rerank.judge_positions, then fusion)  ->  GraphitiAdapter().graph.search()
     ->  app/report/tools.py, app/api/graph.py.
 
 Every coroutine runs on the one graph loop (app/graph/loop.py); the synchronous operations callers
@@ -40,7 +40,7 @@ from app.graph.task_broker import TaskBroker, build_task_broker, configured_brok
 from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
-from app.rerank import provider_for
+from graphiti_llm_rerank import provider_for
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
     from app.graph.embedded_falkordb import EmbeddedFalkorDB
@@ -255,7 +255,7 @@ def vector_index_search(config: Config) -> VectorIndexSearch:
 
 def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncoderClient:
     """The cross encoder Graphiti and our search use. Always explicit: Graphiti's default is OpenAI.
-    An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, app/rerank/warmup.py):
+    An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, graphiti_llm_rerank/warmup.py):
     readiness (GET /health/ready) waits for it to load; a search that comes meanwhile waits at most
     RERANKER_TIMEOUT_S, then keeps the first-stage order and says why."""
     provider = provider.lower()

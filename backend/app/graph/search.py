@@ -8,7 +8,7 @@ never mutated) and the reranking is ours, with the same reranker instance Graphi
 back by position so nothing is lost or duplicated.
 
 The final order fuses the judge's evidence with the first stage's (RERANKER_FUSION, see
-app/rerank/fusion.py): each hit answers its fused `score`, its `first_stage_rank`/`first_stage_score`
+graphiti_llm_rerank/fusion.py): each hit answers its fused `score`, its `first_stage_rank`/`first_stage_score`
 and the judge's `rerank_score` (null when it was not judged); the answer says how many of the
 candidates were judged.
 """
@@ -33,7 +33,7 @@ from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
-from app.rerank import (
+from graphiti_llm_rerank import (
     Fused, Judgement, cascade_positions, cheap_order, cosines, embed_query, fallback_judgement, fuse_judgement,
     judge_order, judge_positions,
 )

@@ -84,7 +84,7 @@ def needed_models(config: Config) -> list[NeededModel]:
     ]
     if config.embedding_provider == "openai":
         wanted.append((config.embedding_model, config.embedding_base_url, "embedding", "EMBEDDING_MODEL"))
-    # By name, not through app.rerank's registry: the model command imports neither Graphiti nor the OpenAI client.
+    # By name, not through graphiti_llm_rerank's registry: the model command imports neither Graphiti nor the OpenAI client.
     if config.reranker_provider == "ollama":
         wanted.append((config.reranker_model, config.reranker_base_url, "chat", "RERANKER_MODEL"))
     merged: dict[tuple[str, str], NeededModel] = {}
@@ -280,8 +280,8 @@ def _status(response: httpx.Response) -> str:
 
 
 def _shown(url: str) -> str:
-    """The URL without any user:password part. (app.rerank's redact_url does the same, but importing
-    app.rerank loads openai and numpy: over a second per health-check probe.)"""
+    """The URL without any user:password part. (graphiti_llm_rerank's redact_url does the same, but importing
+    graphiti_llm_rerank loads openai and numpy: over a second per health-check probe.)"""
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url

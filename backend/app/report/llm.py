@@ -18,7 +18,7 @@ from typing import Any
 import openai
 
 from app.config import Config
-from app.rerank import strip_reasoning
+from graphiti_llm_rerank import strip_reasoning
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ tell the report prompts apart, and a small fact set with history (the water util
 
     scripted_llm.responder = judge_or_chat(score_fn, chat_fn)
 
-Judge prompts (the reranker's, recognised structurally by app.rerank.judge_prompt) go to
+Judge prompts (the reranker's, recognised structurally by graphiti_llm_rerank.judge_prompt) go to
 `judge(score_fn)`; every other request to `chat_fn(messages, body)`.
 """
 

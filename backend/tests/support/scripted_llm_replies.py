@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable
 
-from app.rerank.judge_prompt import judge_prompt_mode, parse_judge_prompt
+from graphiti_llm_rerank.judge_prompt import judge_prompt_mode, parse_judge_prompt
 
 __all__ = [
     "ChatRequest", "Reply", "Responder",

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from app.rerank.strategies.strategy_prompts import StrategyPrompt, parse_strategy_prompt
+from graphiti_llm_rerank.strategies.strategy_prompts import StrategyPrompt, parse_strategy_prompt
 from tests.support.scripted_llm_replies import ChatRequest, error, judge
 
 Relevance = Callable[[str, str], float]

@@ -29,7 +29,7 @@ from app.config import REPO_ROOT, RERANKER_SCORE_MODES, Config
 from app.graph.unavailable import as_unavailable
 from app.local_llm import LocalServerError, base_url as local_server_url
 from app.local_llm.ollama import base_url as ollama_url
-from app.rerank import redact_url
+from graphiti_llm_rerank import redact_url
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
 

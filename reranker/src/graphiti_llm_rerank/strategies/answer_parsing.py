@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.rerank.permutation import PermutationReport, repair_permutation
-from app.rerank.score_parsing import strip_reasoning
-from app.rerank.strategies.strategy_prompts import PAIR_LABELS
-from app.rerank.types import RerankParseError
+from graphiti_llm_rerank.permutation import PermutationReport, repair_permutation
+from graphiti_llm_rerank.score_parsing import strip_reasoning
+from graphiti_llm_rerank.strategies.strategy_prompts import PAIR_LABELS
+from graphiti_llm_rerank.types import RerankParseError
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 _LIST_KEYS = ("reranked_indices", "ranking", "indices", "order")

@@ -1,6 +1,6 @@
 """Prompts for the strategies that show the model several passages at once (listwise, select, pairwise).
 
-Layout, like the pointwise judge's (app/rerank/judge_prompt.py): fixed rules in the system message
+Layout, like the pointwise judge's (graphiti_llm_rerank/judge_prompt.py): fixed rules in the system message
 (+ optional domain guidance), then the user message:
 
     <query>
@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from app.rerank.judge_prompt import QUERY_CLOSE, QUERY_OPEN, escape_field, unescape_field
+from graphiti_llm_rerank.judge_prompt import QUERY_CLOSE, QUERY_OPEN, escape_field, unescape_field
 
 STRATEGY_PROMPT_VERSION = "strategies-3"
 

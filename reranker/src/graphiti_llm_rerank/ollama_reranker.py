@@ -2,7 +2,7 @@
 
 `OllamaReranker(judge, strategy=...)` runs one reranking strategy (pointwise by default: one request
 per distinct passage, concurrently under the judge's process-wide bound) on the shared `LLMJudge`,
-inside the deadline / breaker / fallback guard of app/rerank/cross_encoder.py. Passages come back
+inside the deadline / breaker / fallback guard of graphiti_llm_rerank/cross_encoder.py. Passages come back
 byte for byte, each exactly once (duplicates too), best first, every score > 0.
 
 Scores: pointwise returns the judge's relevance (floored at SCORE_FLOOR); a passage whose own
@@ -11,7 +11,7 @@ strategies give rank-derived scores (1.0 for the best, descending). Passages wit
 judged and go last. A failed window, group or pair keeps its incoming order (counted in `stats()`);
 a failure of the whole call falls back to the incoming order with one WARNING.
 
-Pointwise reports each finished score as it arrives (app/rerank/judgement.py), so a call cut short by
+Pointwise reports each finished score as it arrives (graphiti_llm_rerank/judgement.py), so a call cut short by
 RERANKER_BUDGET_S or the deadline keeps the scores it has; the other strategies answer all or nothing.
 """
 
@@ -21,14 +21,14 @@ import threading
 from collections import Counter
 from typing import Any
 
-from app.rerank.cross_encoder import GuardedReranker
-from app.rerank.judge import LLMJudge
-from app.rerank.judgement import SCORE_FLOOR
-from app.rerank.strategies.base import JudgeCall, run_checked, strategy_name
-from app.rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
-from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
-from app.rerank.types import Document, RerankResult, rank_score
-from app.rerank.warmup import start_warmup
+from graphiti_llm_rerank.cross_encoder import GuardedReranker
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.judgement import SCORE_FLOOR
+from graphiti_llm_rerank.strategies.base import JudgeCall, run_checked, strategy_name
+from graphiti_llm_rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
+from graphiti_llm_rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
+from graphiti_llm_rerank.types import Document, RerankResult, rank_score
+from graphiti_llm_rerank.warmup import start_warmup
 
 _STRATEGY_COUNTERS = ("unit_fallbacks", "repairs", "ties")
 
@@ -94,7 +94,7 @@ class OllamaReranker(GuardedReranker):
         return not (callable(all_cached) and all_cached(self.judge, query, _judgeable(passages)))
 
     def start_warmup(self, timeout_s: float) -> None:
-        """Warm the judge's model (app/rerank/warmup.py; timeout_s 0: no warm-up)."""
+        """Warm the judge's model (graphiti_llm_rerank/warmup.py; timeout_s 0: no warm-up)."""
         start_warmup(self.judge, timeout_s)
 
     async def _model_not_ready(self, wait_s: float) -> str | None:

@@ -1,5 +1,5 @@
 """LLM reranking: the one way in for the rest of the app (`graph/`, `api/`, `bench/`, `cli/`,
-`demo/`, `report/` import from `app.rerank` only; tests/test_structure.py keeps it so).
+`demo/`, `report/` import from `graphiti_llm_rerank` only; tests/test_structure.py keeps it so).
 
     reranker = build_reranker(config)                         # RERANKER_PROVIDER's cross encoder, no I/O
     judgement = await judge_positions(reranker, query, passages)
@@ -18,29 +18,29 @@ a thin adapter on top, in the same module. Every order made from a judgement is 
 strategy=...)` answers a `RerankOutcome` of `RerankResult`s (`strategy_run.py`).
 """
 
-from app.rerank.circuit_breaker import CircuitBreaker
-from app.rerank.cross_encoder import judge_positions, rerank_positions
-from app.rerank.providers import build_judge, shared_judge, shared_rerank_api
-from app.rerank.fusion import (
+from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
+from graphiti_llm_rerank.cross_encoder import judge_positions, rerank_positions
+from graphiti_llm_rerank.providers import build_judge, shared_judge, shared_rerank_api
+from graphiti_llm_rerank.fusion import (
     Fused, cascade_positions, cheap_order, check_fusion, fuse, fuse_judgement, judge_order,
 )
-from app.rerank.judge import TOP_LOGPROBS, LLMJudge
-from app.rerank.judge_prompt import (
+from graphiti_llm_rerank.judge import TOP_LOGPROBS, LLMJudge
+from graphiti_llm_rerank.judge_prompt import (
     PASSAGE_CLOSE, PASSAGE_OPEN, PROMPT_VERSION, QUERY_CLOSE, QUERY_OPEN, build_judge_messages, escape_field,
     parse_judge_prompt,
 )
-from app.rerank.judgement import Judgement, fallback_judgement
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.passthrough import PassthroughReranker
-from app.rerank.providers import Provider, build_reranker, provider_for, shared_breaker
-from app.rerank.rerank_api import RerankApiReranker
-from app.rerank.score_parsing import strip_reasoning, yes_no_from_text, yes_probability
-from app.rerank.server_connection import redact_url
-from app.rerank.similarity import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND, cosines, embed_query, query_cosines
-from app.rerank.strategies.registry import strategy_from_config, strategy_settings
-from app.rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
-from app.rerank.strategy_run import RerankOutcome, rerank
-from app.rerank.types import (
+from graphiti_llm_rerank.judgement import Judgement, fallback_judgement
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.passthrough import PassthroughReranker
+from graphiti_llm_rerank.providers import Provider, build_reranker, provider_for, shared_breaker
+from graphiti_llm_rerank.rerank_api import RerankApiReranker
+from graphiti_llm_rerank.score_parsing import strip_reasoning, yes_no_from_text, yes_probability
+from graphiti_llm_rerank.server_connection import redact_url
+from graphiti_llm_rerank.similarity import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND, cosines, embed_query, query_cosines
+from graphiti_llm_rerank.strategies.registry import strategy_from_config, strategy_settings
+from graphiti_llm_rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
+from graphiti_llm_rerank.strategy_run import RerankOutcome, rerank
+from graphiti_llm_rerank.types import (
     Document, DocumentTooLongError, InvalidRerankInputError, RerankError, RerankParseError, RerankProviderError,
     RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError, documents_from_jsonl,
     refuse_longer_than,

@@ -33,7 +33,7 @@ Everything here is pure arithmetic on plain lists, so a benchmark can replay a f
 stored scores and get what graph search would have answered.
 
 Every order made from a judgement is made here, once per answer: graph search's (`fuse_judgement`,
-RERANKER_FUSION), Graphiti's `rank` (`judged_order`: the judge's order alone, app/rerank/cross_encoder.py)
+RERANKER_FUSION), Graphiti's `rank` (`judged_order`: the judge's order alone, graphiti_llm_rerank/cross_encoder.py)
 and the judge's own verdict on passages a caller gathered (`judge_order`).
 """
 
@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from app.config import RERANKER_FUSIONS, RERANKER_JUDGE_FOCI
-from app.rerank.judgement import Judgement
+from graphiti_llm_rerank.judgement import Judgement
 
 RRF_K = 60
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from app.rerank.strategies.base import (
+from graphiti_llm_rerank.strategies.base import (
     check_count, estimated_calls, fill_rank_scores, judge_call_for, run_strategy, strategy_name,
 )
-from app.rerank.strategies.pointwise import UNSCORED
-from app.rerank.types import Document, RerankProviderError, RerankResult, rank_score
+from graphiti_llm_rerank.strategies.pointwise import UNSCORED
+from graphiti_llm_rerank.types import Document, RerankProviderError, RerankResult, rank_score
 
 DEFAULT_TOP_K = 5
 DEFAULT_MIN_RELEVANCE = 0.2

@@ -42,17 +42,17 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.config import RERANKER_PROVIDERS, Config
 from app.metrics import breaker_state
-from app.rerank.circuit_breaker import CircuitBreaker
-from app.rerank.judge import LLMJudge
-from app.rerank.rerank_api import RerankApiReranker
-from app.rerank.rerank_api_client import RerankApiClient
-from app.rerank.ollama_reranker import OllamaReranker
-from app.rerank.passthrough import PassthroughReranker
-from app.rerank.strategies.registry import strategy_from_config
+from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.rerank_api import RerankApiReranker
+from graphiti_llm_rerank.rerank_api_client import RerankApiClient
+from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+from graphiti_llm_rerank.passthrough import PassthroughReranker
+from graphiti_llm_rerank.strategies.registry import strategy_from_config
 
 
 _lock = threading.Lock()
-# The settings of the deadline / breaker / fallback guard (app/rerank/cross_encoder.py) every reranker takes.
+# The settings of the deadline / breaker / fallback guard (graphiti_llm_rerank/cross_encoder.py) every reranker takes.
 _GUARD_SETTINGS = ("deadline_s", "budget_s", "breaker_threshold", "breaker_cooldown_s")
 # What each shared_* function built last, with the settings it was built from.
 _shared: dict[str, tuple[tuple, Any]] = {}
@@ -89,7 +89,7 @@ def shared_judge(config: Config) -> LLMJudge:
 
 
 def guard_settings(config: Config) -> dict[str, Any]:
-    """The deadline / budget / breaker settings every reranker's guard (app/rerank/cross_encoder.py) takes."""
+    """The deadline / budget / breaker settings every reranker's guard (graphiti_llm_rerank/cross_encoder.py) takes."""
     return _settings(config, *_GUARD_SETTINGS)
 
 

@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.rerank.strategies.base import JudgeCall, estimated_calls, raise_typed, run_checked, strategy_name
-from app.rerank.strategies.registry import get_strategy
-from app.rerank.types import (
+from graphiti_llm_rerank.strategies.base import JudgeCall, estimated_calls, raise_typed, run_checked, strategy_name
+from graphiti_llm_rerank.strategies.registry import get_strategy
+from graphiti_llm_rerank.types import (
     Document, InvalidRerankInputError, RerankResult, RerankStrategyError, as_documents, check_documents,
 )
 

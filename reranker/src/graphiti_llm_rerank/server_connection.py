@@ -1,8 +1,8 @@
 """What every client of a model server of ours holds, written once: where the server is (its URL
 redacted for logs), the per-request timeout, the process-wide bound on concurrent requests, the
 counters, one HTTP client per event loop, and a fresh `RequestWaves` for each rank call (so a hung
-server costs a call one timeout, not one per wave of requests). The LLM judge (app/rerank/judge.py)
-and the rerank-API client (app/rerank/rerank_api_client.py) add what they send and how they read
+server costs a call one timeout, not one per wave of requests). The LLM judge (graphiti_llm_rerank/judge.py)
+and the rerank-API client (graphiti_llm_rerank/rerank_api_client.py) add what they send and how they read
 the answers.
 """
 
@@ -13,9 +13,9 @@ import threading
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from app.rerank.counters import CounterSet
-from app.rerank.request_limit import RequestLimit
-from app.rerank.request_waves import RequestWaves
+from graphiti_llm_rerank.counters import CounterSet
+from graphiti_llm_rerank.request_limit import RequestLimit
+from graphiti_llm_rerank.request_waves import RequestWaves
 
 Client = TypeVar("Client")
 
@@ -82,7 +82,7 @@ class ServerConnection(Generic[Client]):
                 **self._limit.snapshot()}
 
     def request_waves(self) -> RequestWaves:
-        """A fresh RequestWaves for one rank call's requests (app/rerank/request_waves.py)."""
+        """A fresh RequestWaves for one rank call's requests (graphiti_llm_rerank/request_waves.py)."""
         return RequestWaves(self._not_sent)
 
     def _not_sent(self, timed_out: int) -> Exception:

@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from app.rerank.strategies.answer_parsing import selection_answer
-from app.rerank.strategies.base import (
+from graphiti_llm_rerank.strategies.answer_parsing import selection_answer
+from graphiti_llm_rerank.strategies.base import (
     JudgeCall, check_count, judge_call_for, gather_or_fail, longest_id, results_in_order, shown_texts,
 )
-from app.rerank.strategies.strategy_prompts import select_messages
-from app.rerank.types import Document, RerankError, RerankResult, TournamentPlanError
+from graphiti_llm_rerank.strategies.strategy_prompts import select_messages
+from graphiti_llm_rerank.types import Document, RerankError, RerankResult, TournamentPlanError
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from app.config import RERANKER_STRATEGIES
-from app.rerank.strategies.base import RerankStrategy
-from app.rerank.strategies.listwise import ListwiseStrategy
-from app.rerank.strategies.mmr import MMRStrategy
-from app.rerank.strategies.pairwise import PairwiseStrategy
-from app.rerank.strategies.pointwise import PointwiseStrategy
-from app.rerank.strategies.sliding_window import SlidingWindowStrategy
-from app.rerank.strategies.tournament import HALVING, TournamentStrategy
+from graphiti_llm_rerank.strategies.base import RerankStrategy
+from graphiti_llm_rerank.strategies.listwise import ListwiseStrategy
+from graphiti_llm_rerank.strategies.mmr import MMRStrategy
+from graphiti_llm_rerank.strategies.pairwise import PairwiseStrategy
+from graphiti_llm_rerank.strategies.pointwise import PointwiseStrategy
+from graphiti_llm_rerank.strategies.sliding_window import SlidingWindowStrategy
+from graphiti_llm_rerank.strategies.tournament import HALVING, TournamentStrategy
 
 
 def _mmr(*, base: Any = "pointwise", **knobs: Any) -> MMRStrategy:

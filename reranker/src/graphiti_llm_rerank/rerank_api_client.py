@@ -4,7 +4,7 @@ Infinity, Cohere, Jina): one request scores a whole batch of documents for a que
 It owns everything that touches the server: httpx with a per-request timeout (a hard bound, whatever
 the transport does), the process-wide bound on concurrent requests, the API key (sent as a Bearer
 token, never logged or put in an error), the dialect in use and the batch size the server accepts,
-and the counters. Ranking policy (cache, score scale, order, fallback) is app/rerank/rerank_api.py's.
+and the counters. Ranking policy (cache, score scale, order, fallback) is graphiti_llm_rerank/rerank_api.py's.
 
 - Dialect: `style="auto"` starts with the common body and switches to TEI's for good when a 4xx says
   TEI's `texts` field is missing (the same batch is retried at once) or an answer comes back as a bare
@@ -14,7 +14,7 @@ and the counters. Ranking policy (cache, score scale, order, fallback) is app/re
   splits it in two and retries the halves; the smaller size is remembered for later calls.
 - Failures are collected per batch, not raised: the caller decides between a partial answer and a
   fallback. After a call-level failure (401/403/404, wrong dialect) no further batch of the call is
-  sent, nor after every batch in flight timed out with nothing answered (app/rerank/request_waves.py):
+  sent, nor after every batch in flight timed out with nothing answered (graphiti_llm_rerank/request_waves.py):
   more batches than RERANKER_MAX_PARALLEL would otherwise pay the timeout once per wave. Nothing
   here does network I/O before the first request.
 """
@@ -31,11 +31,11 @@ from typing import Any, Callable
 import httpx
 
 from app.config import RERANKER_API_STYLES
-from app.rerank.counters import CounterSet
-from app.rerank.request_waves import NOT_SENT, RequestWaves
-from app.rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect
-from app.rerank.server_connection import ServerConnection, redact_url
-from app.rerank.types import CALL_LEVEL_STATUSES, RerankError, RerankParseError, RerankProviderError
+from graphiti_llm_rerank.counters import CounterSet
+from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
+from graphiti_llm_rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect
+from graphiti_llm_rerank.server_connection import ServerConnection, redact_url
+from graphiti_llm_rerank.types import CALL_LEVEL_STATUSES, RerankError, RerankParseError, RerankProviderError
 
 logger = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from app.rerank.strategies.answer_parsing import pairwise_answer
-from app.rerank.strategies.base import (
+from graphiti_llm_rerank.strategies.answer_parsing import pairwise_answer
+from graphiti_llm_rerank.strategies.base import (
     JudgeCall, check_count, first_failure, judge_call_for, results_in_order, shown_texts,
 )
-from app.rerank.strategies.strategy_prompts import pairwise_messages
-from app.rerank.types import Document, RerankError, RerankResult
+from graphiti_llm_rerank.strategies.strategy_prompts import pairwise_messages
+from graphiti_llm_rerank.types import Document, RerankError, RerankResult
 
 _ANSWER_TOKENS = 16
 

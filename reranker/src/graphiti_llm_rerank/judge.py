@@ -4,7 +4,7 @@ It owns everything that touches the model server: the `AsyncOpenAI` client (per-
 no SDK retries), the process-wide bound on concurrent model requests, deterministic sampling,
 yes/no logprob, graded and JSON scoring (`score`), free-form answers for the multi-passage
 strategies (`complete`), the score cache and the counters. Ranking policy (order, fallbacks,
-deadline, breaker) belongs to the strategies and to the guard in app/rerank/cross_encoder.py.
+deadline, breaker) belongs to the strategies and to the guard in graphiti_llm_rerank/cross_encoder.py.
 
 Nothing here does network I/O before the first request, so an app can start with the server down.
 Errors surface as `JudgeError`, whose text never contains the API key.
@@ -22,15 +22,15 @@ import openai
 
 from app.config import RERANKER_SCORE_MODES as SCORE_MODES
 from app.metrics import score_cache_lookup
-from app.rerank.counters import CounterSet
-from app.rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
-from app.rerank.request_waves import NOT_SENT, RequestWaves
-from app.rerank.score_cache import ScoreCache, score_key
-from app.rerank.score_parsing import (
+from graphiti_llm_rerank.counters import CounterSet
+from graphiti_llm_rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
+from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
+from graphiti_llm_rerank.score_cache import ScoreCache, score_key
+from graphiti_llm_rerank.score_parsing import (
     expected_grade, grade_from_text, parse_json_score, yes_no_from_text, yes_probability,
 )
-from app.rerank.server_connection import ServerConnection, redact_url
-from app.rerank.types import CALL_LEVEL_STATUSES
+from graphiti_llm_rerank.server_connection import ServerConnection, redact_url
+from graphiti_llm_rerank.types import CALL_LEVEL_STATUSES
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class JudgeError(Exception):
         self.detail = detail
         # True when every other request of the same call would fail the same way (404 model...).
         self.call_level = call_level
-        self.timed_out = timed_out  # no answer within the timeout (app/rerank/request_waves.py reads it)
+        self.timed_out = timed_out  # no answer within the timeout (graphiti_llm_rerank/request_waves.py reads it)
 
 
 class Usage(NamedTuple):
@@ -128,7 +128,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         self.instructions = instructions
         self._mode_in_use: ScoreMode = "logprobs" if score_mode == "auto" else score_mode
         self._cache = ScoreCache(cache_size)
-        # The model's warm-up (app/rerank/warmup.py), set by `start_warmup`; rank calls on this judge wait for it.
+        # The model's warm-up (graphiti_llm_rerank/warmup.py), set by `start_warmup`; rank calls on this judge wait for it.
         self.warmup: Any = None
 
     def __repr__(self) -> str:
@@ -183,7 +183,7 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
 
     async def warm_up(self, timeout_s: float) -> None:
         """One tiny judge request that gives the server `timeout_s` to load the model, instead of
-        RERANKER_TIMEOUT_S (app/rerank/warmup.py). Outside the request bound and the counters: those
+        RERANKER_TIMEOUT_S (graphiti_llm_rerank/warmup.py). Outside the request bound and the counters: those
         describe rank calls. Raises JudgeError."""
         messages = build_judge_messages(WARMUP_QUERY, WARMUP_PASSAGE, mode=self._mode_in_use,
                                         instructions=self.instructions)

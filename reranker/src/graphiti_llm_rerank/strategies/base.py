@@ -39,10 +39,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from app.config import DEFAULT_CONTEXT_TOKENS
-from app.rerank.judge import JudgeError, LLMJudge, Usage
-from app.rerank.request_waves import NOT_SENT, RequestWaves
-from app.rerank.strategies.strategy_prompts import clip
-from app.rerank.types import (
+from graphiti_llm_rerank.judge import JudgeError, LLMJudge, Usage
+from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
+from graphiti_llm_rerank.strategies.strategy_prompts import clip
+from graphiti_llm_rerank.types import (
     Document, DocumentTooLongError, RerankError, RerankParseError, RerankProviderError, RerankResult,
     RerankStrategyError, TooManyDocumentsError, rank_score, refuse_longer_than,
 )

@@ -10,9 +10,9 @@ from __future__ import annotations
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 import math
 
-from app.rerank.strategies.base import check_count, judge_call_for, results_in_order, shown_texts
-from app.rerank.strategies.listwise import rank_list
-from app.rerank.types import Document, RerankResult
+from graphiti_llm_rerank.strategies.base import check_count, judge_call_for, results_in_order, shown_texts
+from graphiti_llm_rerank.strategies.listwise import rank_list
+from graphiti_llm_rerank.types import Document, RerankResult
 
 
 class SlidingWindowStrategy:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.rerank.types import RerankParseError
+from graphiti_llm_rerank.types import RerankParseError
 
 Dialect = Literal["cohere", "tei"]
 

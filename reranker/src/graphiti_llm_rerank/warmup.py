@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from app.rerank.judge import JudgeError, LLMJudge
+from graphiti_llm_rerank.judge import JudgeError, LLMJudge
 
 logger = logging.getLogger(__name__)
 

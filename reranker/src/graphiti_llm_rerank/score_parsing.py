@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from app.rerank.judge_prompt import GRADES, NO_WORD, YES_WORD
+from graphiti_llm_rerank.judge_prompt import GRADES, NO_WORD, YES_WORD
 
 _SPACE_MARKERS = "\u0120\u2581"  # GPT-2 style "Ġ" and SentencePiece "▁" leak into some token strings
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)

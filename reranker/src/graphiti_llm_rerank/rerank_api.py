@@ -2,8 +2,8 @@
 (RERANKER_PROVIDER=rerank_api: llama.cpp's server with --reranking, TEI, vLLM, Infinity, Cohere, Jina).
 
 One request per rank call scores every passage (more when RERANKER_API_MAX_DOCUMENTS or the server
-caps a batch; see app/rerank/rerank_api_client.py), inside the deadline / breaker / fallback guard
-of app/rerank/cross_encoder.py. Passages come back byte for byte, each exactly once (duplicates too),
+caps a batch; see graphiti_llm_rerank/rerank_api_client.py), inside the deadline / breaker / fallback guard
+of graphiti_llm_rerank/cross_encoder.py. Passages come back byte for byte, each exactly once (duplicates too),
 best first, every score > 0.
 
 Scores: servers answer with probabilities (TEI, vLLM, Infinity, Cohere, Jina) or raw logits
@@ -25,12 +25,12 @@ from typing import Any, Literal
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from app.metrics import score_cache_lookup
-from app.rerank.cross_encoder import GuardedReranker
-from app.rerank.judgement import SCORE_FLOOR, report_failed, report_judged
-from app.rerank.rerank_api_client import RerankApiClient, ScoredTexts
-from app.rerank.score_cache import ScoreCache, ScoreKey, score_key
-from app.rerank.server_connection import redact_url
-from app.rerank.types import RerankError
+from graphiti_llm_rerank.cross_encoder import GuardedReranker
+from graphiti_llm_rerank.judgement import SCORE_FLOOR, report_failed, report_judged
+from graphiti_llm_rerank.rerank_api_client import RerankApiClient, ScoredTexts
+from graphiti_llm_rerank.score_cache import ScoreCache, ScoreKey, score_key
+from graphiti_llm_rerank.server_connection import redact_url
+from graphiti_llm_rerank.types import RerankError
 
 CACHE_VERSION = "rerank_api/1"  # part of the cache key: raw server scores, not mapped ones
 ScoreScale = Literal["probability", "logit"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.rerank.cross_encoder import JudgingCrossEncoder
-from app.rerank.judgement import Judgement
+from graphiti_llm_rerank.cross_encoder import JudgingCrossEncoder
+from graphiti_llm_rerank.judgement import Judgement
 
 
 class PassthroughReranker(JudgingCrossEncoder):

@@ -2,7 +2,7 @@
 
 The edge. Graphiti's `CrossEncoderClient.rank(query, passages)` answers (passage, score) pairs, best
 first. Everything beneath it works by position: a reranker of ours answers
-`judge_positions(query, passages)` with a `Judgement` (app/rerank/judgement.py): the score of each
+`judge_positions(query, passages)` with a `Judgement` (graphiti_llm_rerank/judgement.py): the score of each
 position it judged, how many it judged, whether (and why) the call fell back. `JudgingCrossEncoder`
 is the thin adapter on top: its `rank` turns that Judgement into Graphiti's pairs (every passage
 once, byte for byte, the judged ones in the judge's order, scores > 0) and never raises.
@@ -22,13 +22,13 @@ stage, and guarantees what graph search relies on:
 - anytime: when the budget (`budget_s`, RERANKER_BUDGET_S; 0 = none) or the deadline ends a call,
   the scores it has finished are kept and the unjudged passages keep their incoming place. That
   needs a subclass that reports each score as it arrives (`reports_progress`, see
-  app/rerank/judgement.py); the others answer all or nothing. The budget is a choice (INFO), a
+  graphiti_llm_rerank/judgement.py); the others answer all or nothing. The budget is a choice (INFO), a
   passed deadline a fault (one WARNING, error `RankDeadlineExceeded`);
 - a failed call (server down, unknown model, every request failing, time up with nothing judged,
   prompt too large, a bug, the model still loading when its warm-up's time ran out) answers in the
   incoming order with exactly one WARNING and says so in the Judgement (`fell_back`, and why in
   `fallback_reason`);
-- a call that arrives while the model is being loaded (app/rerank/warmup.py) waits for it before its
+- a call that arrives while the model is being loaded (graphiti_llm_rerank/warmup.py) waits for it before its
   budget and deadline start, at most RERANKER_TIMEOUT_S (and never past its own deadline or budget);
 - after `breaker_threshold` failed calls in a row the model is skipped for `breaker_cooldown_s`;
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
@@ -51,13 +51,13 @@ from typing import Any, Protocol
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.metrics import observe_rank_call
-from app.rerank.circuit_breaker import CircuitBreaker
-from app.rerank.fusion import judged_order
-from app.rerank.judgement import (
+from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
+from graphiti_llm_rerank.fusion import judged_order
+from graphiti_llm_rerank.judgement import (
     BUDGET, DEADLINE, JudgedSoFar, Judgement, collecting, every_position, fallback_judgement,
 )
-from app.rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
-from app.rerank.warmup import MODEL_NOT_READY
+from graphiti_llm_rerank.types import RerankError, RerankParseError, RerankProviderError, RerankStrategyError
+from graphiti_llm_rerank.warmup import MODEL_NOT_READY
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class Counters(Protocol):
 class GuardedReranker(JudgingCrossEncoder):
     """Base class: subclasses implement `_rank` and `describe`; see the module docstring."""
 
-    # True when `_rank` reports each finished score (app/rerank/judgement.report_judged): then the
+    # True when `_rank` reports each finished score (graphiti_llm_rerank/judgement.report_judged): then the
     # judged count is exact and a call cut short keeps its finished work.
     reports_progress = False
 
@@ -163,7 +163,7 @@ class GuardedReranker(JudgingCrossEncoder):
         self.deadline_s = float(deadline_s)
         self.budget_s = float(budget_s)
         self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown_s)
-        # Warnings carry the implementation's module name (app.rerank.ollama_reranker, ...).
+        # Warnings carry the implementation's module name (graphiti_llm_rerank.ollama_reranker, ...).
         self.logger = logging.getLogger(type(self).__module__)
 
     @abstractmethod
@@ -179,7 +179,7 @@ class GuardedReranker(JudgingCrossEncoder):
         return True
 
     async def _model_not_ready(self, wait_s: float) -> str | None:
-        """Wait while the model is being loaded (app/rerank/warmup.py), at most `wait_s`; why it is not
+        """Wait while the model is being loaded (graphiti_llm_rerank/warmup.py), at most `wait_s`; why it is not
         ready, else None."""
         return None
 

@@ -1,7 +1,7 @@
 """Listwise: one prompt shows every candidate as a JSON array; the model answers
 {"reranked_indices": [...], "is_rejected": bool, "rejection_reason": str}.
 
-The answer is validated as a permutation and repaired (app/rerank/permutation.py), repairs counted.
+The answer is validated as a permutation and repaired (graphiti_llm_rerank/permutation.py), repairs counted.
 `is_rejected` means no candidate is relevant at all: the order is kept as answered (or incoming)
 and every result carries the rejection reason. `rank_list` is also the unit sliding_window uses.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from collections.abc import Sequence
 
-from app.rerank.strategies.answer_parsing import ListAnswer, listwise_answer
-from app.rerank.strategies.base import (
+from graphiti_llm_rerank.strategies.answer_parsing import ListAnswer, listwise_answer
+from graphiti_llm_rerank.strategies.base import (
     JudgeCall, check_count, judge_call_for, longest_id, results_in_order, shown_texts,
 )
-from app.rerank.strategies.strategy_prompts import listwise_messages
-from app.rerank.types import Document, RerankError, RerankResult
+from graphiti_llm_rerank.strategies.strategy_prompts import listwise_messages
+from graphiti_llm_rerank.types import Document, RerankError, RerankResult
 
 DEFAULT_MAX_DOCUMENTS = 100
 

@@ -11,7 +11,7 @@ every request in flight timed out with nothing answered (a server that accepts a
 the documents not yet sent are not sent and fail as their requests would have, so a call that
 judged nothing falls back after one timeout instead of one per wave of requests.
 
-Each finished score (and each failed document) is reported as it arrives (app/rerank/judgement.py):
+Each finished score (and each failed document) is reported as it arrives (graphiti_llm_rerank/judgement.py):
 inside graph search's guarded rank call that is what survives a budget or deadline that ends the
 call; elsewhere reporting does nothing. Documents are sent in their incoming order, so under the
 judge's request bound the first-stage best are judged first.
@@ -20,11 +20,11 @@ judge's request bound the first-stage best are judged first.
 from __future__ import annotations
 
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from app.rerank.judge_prompt import build_judge_messages
-from app.rerank.judgement import report_failed, report_judged
-from app.rerank.strategies.base import check_count, gather_or_fail, judge_call_for, shown_texts
-from app.rerank.strategies.strategy_prompts import clip
-from app.rerank.types import Document, RerankError, RerankResult
+from graphiti_llm_rerank.judge_prompt import build_judge_messages
+from graphiti_llm_rerank.judgement import report_failed, report_judged
+from graphiti_llm_rerank.strategies.base import check_count, gather_or_fail, judge_call_for, shown_texts
+from graphiti_llm_rerank.strategies.strategy_prompts import clip
+from graphiti_llm_rerank.types import Document, RerankError, RerankResult
 
 _ANSWER_TOKENS = 16
 UNSCORED = "unscored"  # metadata key of a document whose own request failed
@@ -82,7 +82,7 @@ class PointwiseStrategy:
         # More documents than the judge's request bound go out in waves as slots free up. Against a
         # server that accepts requests and never answers, each wave would pay the whole timeout again:
         # once every request in flight timed out with nothing answered, the rest are not sent, and
-        # fail like any failed request (app/rerank/request_waves.py).
+        # fail like any failed request (graphiti_llm_rerank/request_waves.py).
         waves = call.judge.request_waves()
 
         async def score_one(text: str) -> None:

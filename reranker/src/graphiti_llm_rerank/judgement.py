@@ -5,8 +5,8 @@ candidates the model actually judged (a call cut short by RERANKER_BUDGET_S or t
 its finished scores), whether the scores are relevance or only encode an order, and when each
 arrived, and whether (and why) the call fell back. `GuardedReranker.judge_positions` answers with a
 `Judgement` that carries all of it; it is the one result of judging passages by position
-(`app.rerank.judge_positions`), and Graphiti's pairs are made from it only at the edge
-(app/rerank/cross_encoder.py).
+(`graphiti_llm_rerank.judge_positions`), and Graphiti's pairs are made from it only at the edge
+(graphiti_llm_rerank/cross_encoder.py).
 
 Finished work: while a rank call runs, the wrapper installs a `JudgedSoFar` for it in a context
 variable, and a strategy that scores candidates one by one (pointwise) reports each finished score
