@@ -14,36 +14,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dotenv import load_dotenv
+from graphiti_llm_rerank import RerankerConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GRAPH_BACKENDS = ("falkordb", "neo4j")
 LLM_PROVIDERS = ("openai", "openai_generic")
 EMBEDDING_PROVIDERS = ("openai", "local")
-# RERANKER_PROVIDER values; graphiti_llm_rerank/providers.py maps each to what it builds and can do.
-RERANKER_PROVIDERS = ("ollama", "rerank_api", "none")
+# The reranker's lists of allowed values and size defaults are the package's own (RerankerConfig.ALLOWED).
+RERANKER_PROVIDERS = RerankerConfig.ALLOWED["provider"]
 # Providers whose server is someone else's (TEI, Cohere, Jina behind POST /rerank): RERANKER_API_KEY
 # never defaults to the embedder's key for them. The others talk to the embedder's kind of server.
 RERANKER_PROVIDERS_WITH_OWN_KEY = ("rerank_api",)
-# rerank_api: `auto` tries the common {model, query, documents, top_n} body and switches to TEI's
-# {query, texts} when the server says so.
-RERANKER_API_STYLES = ("auto", "cohere", "tei")
-RERANKER_SCORE_MODES = ("auto", "logprobs", "json", "graded")
-RERANKER_STRATEGIES = ("pointwise", "listwise", "sliding_window", "pairwise", "tournament", "mmr")
-MMR_BASE_STRATEGIES = tuple(name for name in RERANKER_STRATEGIES if name != "mmr")
-# How graph search combines the judge's evidence with the first stage's order (graphiti_llm_rerank/fusion.py).
-RERANKER_FUSIONS = ("none", "rrf", "linear", "zscore")
-# Which candidates a cascade asks the judge about (graphiti_llm_rerank/fusion.py `cascade_positions`).
-RERANKER_JUDGE_FOCI = ("top", "cut", "disagree")
+RERANKER_API_STYLES = RerankerConfig.ALLOWED["api_style"]
+RERANKER_SCORE_MODES = RerankerConfig.ALLOWED["score_mode"]
+RERANKER_STRATEGIES = RerankerConfig.ALLOWED["strategy"]
+MMR_BASE_STRATEGIES = RerankerConfig.ALLOWED["mmr_base"]
+RERANKER_FUSIONS = RerankerConfig.ALLOWED["fusion"]
+RERANKER_JUDGE_FOCI = RerankerConfig.ALLOWED["judge_focus"]
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # HOST names that reach only this machine; any other HOST needs API_TOKEN (`Config.check_serving`).
 LOOPBACK_NAMES = ("localhost",)
 LOCAL_LLM_MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 
 _DEFAULT_OLLAMA_V1 = "http://localhost:11434/v1"
-# Defined here, once: the strategies use them when built outside Config (tests, custom code).
-DEFAULT_MAX_DOCUMENT_CHARS = 1000  # passages are cut to this length inside prompts
-DEFAULT_CONTEXT_TOKENS = 8192  # the model's context window; larger prompts are refused
+DEFAULT_MAX_DOCUMENT_CHARS = RerankerConfig.max_document_chars  # passages are cut to this length inside prompts
+DEFAULT_CONTEXT_TOKENS = RerankerConfig.context_tokens  # the model's context window; larger prompts are refused
 DEFAULT_TASK_TTL_S = 3600.0  # finished background tasks are kept this long
 DEFAULT_TASK_TIMEOUT_S = 3600.0  # a task still running after this long is stopped and fails
 MAX_JUDGED_CANDIDATES = 200  # first-stage candidates one search may have judged (each is one model call)

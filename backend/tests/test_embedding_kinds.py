@@ -14,7 +14,7 @@ from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter
 from app.graph.search import FACT_VECTORS_QUERY
 from app.graph.store import REGISTRY_GRAPH, cypher_rows, stored_text_kind
-from graphiti_llm_rerank import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND, embed_query
+from app.graph.similarity import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND, embed_query
 from tests.conftest import unique_graph_id
 
 TEXT = "Well 4 supplies the north district through the cracked main under Quay Street"

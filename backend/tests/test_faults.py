@@ -96,7 +96,7 @@ def delta(after: dict, before: dict, name: str) -> int:
 
 def warnings(caplog) -> list[logging.LogRecord]:
     """The app's own warnings (a library's, or what an earlier test left behind, are not the reranker's)."""
-    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith("app.")]
+    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
 
 
 def assert_first_stage_order(body, limit=LIMIT):

@@ -58,7 +58,7 @@ def test_the_graded_prompt_lists_every_grade_and_is_recognised():
 
 
 def _rank(base_url: str, passages: list[str]) -> list[tuple[str, float]]:
-    reranker = OllamaReranker(LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="graded",
+    reranker = OllamaReranker(judge=LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="graded",
                                        timeout_s=5, cache_size=0), deadline_s=20)
 
     async def go():

@@ -36,7 +36,7 @@ SCORES = {passage: 0.05 + 0.09 * index for index, passage in enumerate(PASSAGES)
 def ollama_reranker(base_url: str) -> OllamaReranker:
     judge_ = LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
                       timeout_s=TIMEOUT_S, max_parallel=MAX_PARALLEL)
-    return OllamaReranker(judge_, deadline_s=30.0, breaker_threshold=1000)
+    return OllamaReranker(judge=judge_, deadline_s=30.0, breaker_threshold=1000)
 
 
 def timed_rank(reranker, passages=PASSAGES):
@@ -57,7 +57,7 @@ def timed_rank(reranker, passages=PASSAGES):
 
 def warnings_in(caplog) -> list[str]:
     return [record.getMessage() for record in caplog.records
-            if record.levelno >= logging.WARNING and record.name.startswith("app.")]
+            if record.levelno >= logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
 
 
 def test_a_hung_server_costs_the_pointwise_call_one_timeout(caplog):

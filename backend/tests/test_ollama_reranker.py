@@ -46,7 +46,7 @@ def make_reranker(base_url: str, **overrides) -> OllamaReranker:
     options = dict(model=MODEL, base_url=base_url, api_key=API_KEY, timeout_s=2.0, deadline_s=5.0)
     options.update(overrides)
     reranker_options = {name: options.pop(name) for name in RERANKER_OPTIONS if name in options}
-    return OllamaReranker(LLMJudge(**options), **reranker_options)
+    return OllamaReranker(judge=LLMJudge(**options), **reranker_options)
 
 
 def rank(reranker: OllamaReranker, passages: list[str], query: str = QUERY) -> list[tuple[str, float]]:
@@ -67,7 +67,7 @@ def scored_by(table: dict[str, float]):
 def warnings_in(caplog) -> list[logging.LogRecord]:
     """The app's own warnings: what another library or an earlier test's leftovers log is not the
     reranker's doing (the graph loop owns its background tasks; see test_loop_tasks.py)."""
-    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith("app.")]
+    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
 
 
 def assert_incoming_order(result, passages):
@@ -203,7 +203,7 @@ def test_escaping_is_reversible_and_removes_closing_delimiters(text):
     ids=["garbage", "500", "429", "truncated", "empty_choices", "wrong_shape", "text"],
 )
 def test_a_failing_passage_alone_is_demoted(scripted_llm, caplog, fault):
-    caplog.set_level(logging.DEBUG, logger="app")
+    caplog.set_level(logging.DEBUG, logger="graphiti_llm_rerank")
     table = {"best but broken": 0.99, "good": 0.8, "also broken": 0.95, "weak": 0.3}
     scripted_llm.responder = judge(lambda query, passage: fault if "broken" in passage else table[passage])
     reranker = make_reranker(scripted_llm.base_url)

@@ -32,7 +32,8 @@ from app.local_llm.ollama import (
     CHATML_TEMPLATE, base_url, ensure_ollama, ollama_files, ollama_status, server_url, stop_ollama,
 )
 from app.local_llm.ollama_build import OLLAMA_VERSION
-from graphiti_llm_rerank import build_judge, build_reranker
+from graphiti_llm_rerank import build_reranker
+from graphiti_llm_rerank.providers import build_judge
 from graphiti_llm_rerank.judge import TOP_LOGPROBS
 from graphiti_llm_rerank.judge_prompt import GRADES, NO_WORD, YES_WORD, build_judge_messages
 from graphiti_llm_rerank.score_parsing import expected_grade, normalise_token, yes_probability
@@ -177,7 +178,7 @@ def test_a_model_ollama_lacks_is_named_in_the_warning_and_in_health(backend, loc
     assert response.status_code == 200 and body["reranked"] is False  # the first stage's order, answered
     said = f"model '{missing}' not found"
     warnings = [record.getMessage() for record in caplog.records
-                if record.levelno == logging.WARNING and record.name.startswith("app.")]
+                if record.levelno == logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
     assert len(warnings) == 1 and said in warnings[0], warnings
     stats = client.get("/health").get_json()["reranker"]["stats"]
     assert stats["last_error"] == "NotFoundError" and said in stats["last_error_detail"]
@@ -229,7 +230,7 @@ def test_ollama_stopped_in_the_middle_of_a_search_leaves_the_first_stage_order(
     assert [edge["first_stage_rank"] for edge in body["edges"]] == [1, 2]
     assert all(edge["rerank_score"] is None for edge in body["edges"])
     warnings = [record.getMessage() for record in caplog.records
-                if record.levelno == logging.WARNING and record.name.startswith("app.")]
+                if record.levelno == logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
     assert len(warnings) == 1 and "APIConnectionError" in warnings[0], warnings
 
 
@@ -321,7 +322,7 @@ def test_the_first_search_after_the_model_was_unloaded_is_judged_and_the_model_s
     assert stats["warmup"]["state"] == "ready" and stats["fallbacks"] == 0 and stats["errors"] == {}
     logger.info("warm-up after the unload: %.1fs (RERANKER_TIMEOUT_S=%gs)", stats["warmup"]["seconds"], timeout_s)
     warnings = [record.getMessage() for record in caplog.records
-                if record.levelno == logging.WARNING and record.name.startswith("app.")]
+                if record.levelno == logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
     assert warnings == []
     # The model stays loaded for the server's keep-alive, counted from the search's last request.
     model = loaded_models(server)[ollama_model]

@@ -27,7 +27,7 @@ _UNESCAPED_CLOSE = {tag: re.compile("<" + re.escape(tag[1:])) for tag in (PASSAG
 
 
 def _rank(base_url: str, query: str, passages: list[str]) -> list[tuple[str, float]]:
-    reranker = OllamaReranker(LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
+    reranker = OllamaReranker(judge=LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
                                        timeout_s=5, cache_size=0), deadline_s=20)
 
     async def go():

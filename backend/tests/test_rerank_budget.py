@@ -43,7 +43,7 @@ def reranker(base_url: str, *, budget_s: float = 0.0, deadline_s: float = 30.0, 
              cache_size: int = 100, strategy=None) -> OllamaReranker:
     judge_ = LLMJudge(model="judge-model", base_url=base_url, api_key="k", score_mode="logprobs",
                       max_parallel=max_parallel, timeout_s=30.0, cache_size=cache_size)
-    return OllamaReranker(judge_, strategy=strategy, deadline_s=deadline_s, budget_s=budget_s,
+    return OllamaReranker(judge=judge_, strategy=strategy, deadline_s=deadline_s, budget_s=budget_s,
                           breaker_threshold=1000)
 
 
@@ -61,7 +61,7 @@ def judged(reranker_: OllamaReranker, passages=PASSAGES):
 
 
 def warnings_in(caplog):
-    return [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("app.")]
+    return [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(("app.", "graphiti_llm_rerank."))]
 
 
 def test_the_budget_keeps_the_finished_scores_and_the_rest_keeps_its_place(caplog):

@@ -44,7 +44,7 @@ def reranking_backend(backend, base_url: str, **settings):
 
 def warnings_in(caplog) -> list[str]:
     return [record.getMessage() for record in caplog.records
-            if record.levelno >= logging.WARNING and record.name.startswith("app.")]
+            if record.levelno >= logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
 
 
 def search(client, gid: str) -> dict:

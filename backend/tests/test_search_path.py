@@ -22,7 +22,9 @@ from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm import judge
 
 APP = Path(__file__).resolve().parents[1] / "app"
-TRACED_PACKAGES = ("api", "graph", "rerank")
+# The reranker package, as the trail names its modules ("graphiti_llm_rerank/judge.py").
+PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "reranker" / "src"
+TRACED_PACKAGES = ("api", "graph", "graphiti_llm_rerank")
 # True inside the traced request and in every task it starts on the graph loop (tasks copy the context
 # of the thread that submits them), so work other tests left on the loop is not counted.
 IN_TRACED_REQUEST: ContextVar[bool] = ContextVar("in_traced_request", default=False)
@@ -32,15 +34,16 @@ IN_TRACED_REQUEST: ContextVar[bool] = ContextVar("in_traced_request", default=Fa
 SEARCH_TRAIL = {
     "api/graph.py": "POST /api/graph/<id>/search: the checked request in, the answer out",
     "graph/runtime.py": "the process's Graphiti, built once with the reranker (_get_graphiti, _build_reranker)",
-    "rerank/providers.py": "the RERANKER_PROVIDER registry: does this provider judge?",
+    "graphiti_llm_rerank/config.py": "RerankerConfig: the RERANKER_* settings as the reranker package takes them",
+    "graphiti_llm_rerank/providers.py": "the RERANKER_PROVIDER registry: does this provider judge?",
     "graph/search.py": "first stage, the judge, fusion, typed hits",
-    "rerank/cross_encoder.py": "the guard: budget, deadline, breaker, fallback; answers a Judgement",
-    "rerank/ollama_reranker.py": "the LLM judge as a cross encoder, running RERANKER_STRATEGY",
-    "rerank/strategies/base.py": "runs the strategy on this call's view of the judge and checks its answer",
-    "rerank/strategies/pointwise.py": "the default strategy: one judge request per passage",
-    "rerank/judge.py": "the request to the model server (RERANKER_MODEL, RERANKER_SCORE_MODE)",
-    "rerank/judgement.py": "the one result shape: scores by position, how many judged, whether it fell back",
-    "rerank/fusion.py": "judge, cosine and first stage fused into the answer's order (RERANKER_FUSION)",
+    "graphiti_llm_rerank/cross_encoder.py": "the guard: budget, deadline, breaker, fallback; answers a Judgement",
+    "graphiti_llm_rerank/ollama_reranker.py": "the LLM judge as a cross encoder, running RERANKER_STRATEGY",
+    "graphiti_llm_rerank/strategies/base.py": "runs the strategy on this call's view of the judge and checks its answer",
+    "graphiti_llm_rerank/strategies/pointwise.py": "the default strategy: one judge request per passage",
+    "graphiti_llm_rerank/judge.py": "the request to the model server (RERANKER_MODEL, RERANKER_SCORE_MODE)",
+    "graphiti_llm_rerank/judgement.py": "the one result shape: scores by position, how many judged, whether it fell back",
+    "graphiti_llm_rerank/fusion.py": "judge, cosine and first stage fused into the answer's order (RERANKER_FUSION)",
 }
 SEARCH_SUPPORT = {
     "api/body_limit.py": "MAX_REQUEST_BYTES for a body the server streams",
@@ -58,25 +61,29 @@ SEARCH_SUPPORT = {
     "graph/text_rules.py": "text checks of the query",
     "graph/timestamps.py": "ISO dates in the hits",
     "graph/vector_index.py": "the cosine half's hook: the exact path below GRAPH_VECTOR_INDEX_MIN_FACTS facts",
-    "rerank/circuit_breaker.py": "the model's breaker",
-    "rerank/counters.py": "the judge's counters",
-    "rerank/judge_prompt.py": "the judge's prompt",
-    "rerank/request_limit.py": "the process-wide bound on model requests",
-    "rerank/request_waves.py": "holding back requests once every one in flight timed out",
-    "rerank/score_cache.py": "the score cache",
-    "rerank/score_parsing.py": "the yes/no probability read from the answer's logprobs",
-    "rerank/server_connection.py": "the client of one model server",
-    "rerank/similarity.py": "the embedder's cosine, the third signal",
-    "rerank/strategies/strategy_prompts.py": "passages cut to RERANKER_MAX_DOCUMENT_CHARS",
-    "rerank/types.py": "the strategy result type",
+    "graphiti_llm_rerank/circuit_breaker.py": "the model's breaker",
+    "graphiti_llm_rerank/observer.py": "the rank call reported to the app's metrics",
+    "graphiti_llm_rerank/counters.py": "the judge's counters",
+    "graphiti_llm_rerank/judge_prompt.py": "the judge's prompt",
+    "graphiti_llm_rerank/request_limit.py": "the process-wide bound on model requests",
+    "graphiti_llm_rerank/request_waves.py": "holding back requests once every one in flight timed out",
+    "graphiti_llm_rerank/score_cache.py": "the score cache",
+    "graphiti_llm_rerank/score_parsing.py": "the yes/no probability read from the answer's logprobs",
+    "graphiti_llm_rerank/server_connection.py": "the client of one model server",
+    "graph/similarity.py": "the embedder's cosine, the third signal",
+    "graphiti_llm_rerank/strategies/strategy_prompts.py": "passages cut to RERANKER_MAX_DOCUMENT_CHARS",
+    "graphiti_llm_rerank/types.py": "the strategy result type",
 }
 
 
 def app_module(filename: str) -> str | None:
     path = Path(filename)
-    if not path.is_relative_to(APP):
+    if path.is_relative_to(APP):
+        module = path.relative_to(APP).as_posix()
+    elif path.is_relative_to(PACKAGE_ROOT):
+        module = path.relative_to(PACKAGE_ROOT).as_posix()
+    else:
         return None
-    module = path.relative_to(APP).as_posix()
     return module if module.split("/")[0] in TRACED_PACKAGES else None
 
 
@@ -129,4 +136,5 @@ def test_a_reranked_search_runs_the_trail_and_its_support_only(backend, scripted
 
 def test_the_lists_name_existing_modules_once():
     assert not SEARCH_TRAIL.keys() & SEARCH_SUPPORT.keys()
-    assert all((APP / module).is_file() for module in SEARCH_TRAIL.keys() | SEARCH_SUPPORT.keys())
+    assert all((APP / module).is_file() or (PACKAGE_ROOT / module).is_file()
+               for module in SEARCH_TRAIL.keys() | SEARCH_SUPPORT.keys())

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from app.bench.stand_in_embedder import StandInEmbedder
-from graphiti_llm_rerank import cosines
+from app.graph.similarity import cosines
 from tests.support.app_process import call
 
 

@@ -42,7 +42,7 @@ def rank(reranker, passages, query="q"):
 
 def warnings_in(caplog):
     """The app's own warnings (asyncio's complaints about other tests' leftovers are not ours)."""
-    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith("app.")]
+    return [record for record in caplog.records if record.levelno >= logging.WARNING and record.name.startswith(("app.", "graphiti_llm_rerank."))]
 
 
 def by_length(query, passage):
@@ -96,7 +96,7 @@ def test_every_passage_comes_back_once_with_descending_positive_scores(scripted_
     scripted_llm.responder = ranking_llm(by_length)
     passages = ["mid sized text", "", "a", "the longest passage of them all", "a", "twenty-char passage."]
     knobs = {"sliding_window": {"window_size": 3, "stride": 1}, "tournament": {"plan": "halving"}}.get(strategy, {})
-    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
+    reranker = OllamaReranker(judge=shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
     result = rank(reranker, passages)
     assert sorted(passage for passage, _ in result) == sorted(passages)
     assert [passage for passage, _ in result][:3] == [
@@ -112,7 +112,7 @@ def test_graph_search_with_mmr_gets_every_passage_back(scripted_llm):
 
     scripted_llm.responder = ranking_llm(by_length)
     passages = [f"fact {i}: " + "word " * (i + 1) + f"about topic {i * 13}" for i in range(8)]
-    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)),
+    reranker = OllamaReranker(judge=shared_judge(config_for(scripted_llm.base_url)),
                               strategy=get_strategy("mmr", embedder=LocalE5Embedder()))
     result = rank(reranker, passages)
     assert sorted(passage for passage, _ in result) == sorted(passages)
@@ -121,7 +121,7 @@ def test_graph_search_with_mmr_gets_every_passage_back(scripted_llm):
 
 
 def test_a_dead_server_gives_the_first_stage_order_with_one_warning(caplog):
-    reranker = OllamaReranker(shared_judge(config_for(unused_base_url())), strategy=get_strategy("listwise"))
+    reranker = OllamaReranker(judge=shared_judge(config_for(unused_base_url())), strategy=get_strategy("listwise"))
     passages = [f"passage {i}" for i in range(6)]
     result = rank(reranker, passages)
     assert [passage for passage, _ in result] == passages and min(score for _, score in result) > 0
@@ -132,7 +132,7 @@ def test_a_dead_server_gives_the_first_stage_order_with_one_warning(caplog):
 
 def test_a_hanging_server_is_cut_by_the_deadline(scripted_llm, caplog):
     scripted_llm.responder = always(hang())
-    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy("pairwise"),
+    reranker = OllamaReranker(judge=shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy("pairwise"),
                               deadline_s=0.4)
     passages = ["x", "y", "z"]
     assert [passage for passage, _ in rank(reranker, passages)] == passages
@@ -142,7 +142,7 @@ def test_a_hanging_server_is_cut_by_the_deadline(scripted_llm, caplog):
 
 def test_unit_fallbacks_are_counted_without_a_warning(scripted_llm, caplog):
     scripted_llm.responder = ranking_llm(by_length, listwise=lambda p: garbage() if "zz" in p.passages else None)
-    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)),
+    reranker = OllamaReranker(judge=shared_judge(config_for(scripted_llm.base_url)),
                               strategy=get_strategy("sliding_window", window_size=3, stride=2))
     result = rank(reranker, ["aaaa", "bbbbbb", "c", "dd", "zz"])
     assert len(result) == 5 and not warnings_in(caplog)
@@ -163,7 +163,7 @@ def test_every_garbage_answer_is_an_invalid_output(scripted_llm, strategy, knobs
     """A run where every answer is garbage falls back once, and says why: each unusable answer is an
     invalid output and each unit that kept its order a unit fallback (not 0 invalid, as a count of pointwise failures alone would read)."""
     scripted_llm.responder = always(garbage("no idea"))
-    reranker = OllamaReranker(shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
+    reranker = OllamaReranker(judge=shared_judge(config_for(scripted_llm.base_url)), strategy=get_strategy(strategy, **knobs))
     passages = ["aaaa", "bbbbbb", "c", "dd", "zz"][: 4 if strategy == "tournament" else 5]
     assert [passage for passage, _ in rank(reranker, passages)] == passages
     stats = reranker.stats()

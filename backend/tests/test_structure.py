@@ -19,10 +19,9 @@ APP = BACKEND / "app"
 
 # Highest first; a module may import its own layer and any layer below it, never one above.
 # app.tasks (the background-task registry) is a leaf beside app.config: every layer may use it, it uses none.
-# So are app.metrics (the Prometheus metrics: the API serves them, the reranker and the job queue record
-# into them) and app.request_id (the request id every layer's log lines carry).
-LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("graphiti_llm_rerank",),
-          ("app.config", "app.tasks", "app.metrics", "app.request_id"))
+# So are app.metrics (the Prometheus metrics: the API serves them, the reranker (through its observer)
+# and the job queue record into them) and app.request_id (the request id every layer's log lines carry).
+LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.config", "app.tasks", "app.metrics", "app.request_id"))
 # Entry points and tools sit above every layer: they may import any of them, and they are the only
 # modules that may import inside a function (documented lazy imports: `create_app` in app/__init__.py
 # keeps `import app.config` free of Flask and Graphiti; the CLI, bench and demo load heavy tools on use).
@@ -147,37 +146,100 @@ def function_local_app_imports(module: str, source: str | None = None, is_packag
     return [f"{module}:{line} -> {target}" for line, target in sorted(found)]
 
 
-# Packages entered only through their __init__: a module outside one imports the package itself,
-# never one of its modules. graphiti_llm_rerank's front door (graphiti_llm_rerank/__init__.py) is what graph/, api/,
-# bench/, cli/, demo/ and report/ use; what lies behind it can move without touching them.
-FRONT_DOORS = ("graphiti_llm_rerank",)
+# The reranker is an installed package (reranker/, import graphiti_llm_rerank): the app enters it only
+# through its top level, and only by the names it exports. The benchmarks measure its inner parts
+# (the judge's prompt, fusion's variants) and may import its submodules.
+PACKAGE = "graphiti_llm_rerank"
+PACKAGE_DIR = BACKEND.parent / "reranker" / "src" / PACKAGE
+INNER_PARTS_ALLOWED = ("app.bench", "app.cli.bench")
 
 
-def past_front_doors(imports: dict[str, set[str]]) -> list[str]:
-    """'importer -> module' for each module behind a front door imported from outside its package."""
+def package_modules() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def package_imports(source: str) -> dict[str, set[str]]:
+    """{package module imported: names taken from it} for one app module's source."""
+    modules = set(package_modules())
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if in_package(alias.name, PACKAGE):
+                    found.setdefault(alias.name, set())
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and in_package(node.module or "", PACKAGE):
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                if submodule in modules:
+                    found.setdefault(submodule, set())
+                else:
+                    found.setdefault(node.module, set()).add(alias.name)
+    return found
+
+
+def past_the_top_level(imports: dict[str, dict[str, set[str]]], exported: set[str]) -> list[str]:
+    """'importer -> what' for each import of the package other than an exported name of its top level."""
     found = []
-    for module, imported_modules in imports.items():
-        for imported in sorted(imported_modules):
-            for door in FRONT_DOORS:
-                if in_package(imported, door) and imported != door and not in_package(module, door):
-                    found.append(f"{module} -> {imported}")
+    for module, imported in imports.items():
+        if any(in_package(module, allowed) for allowed in INNER_PARTS_ALLOWED):
+            continue
+        for target, names in imported.items():
+            if target != PACKAGE:
+                found.append(f"{module} -> {target}")
+            found.extend(f"{module} -> {PACKAGE}.{name}" for name in sorted(names - exported))
     return sorted(found)
 
 
-def test_outside_app_rerank_only_its_front_door_is_imported():
-    assert past_front_doors({module: app_imports(module) for module in module_names()}) == []
+def test_the_app_enters_the_reranker_only_through_its_top_level():
+    import graphiti_llm_rerank
+
+    imports = {module: package_imports(source_of(module)[0]) for module in module_names()}
+    assert any(PACKAGE in imported for imported in imports.values())  # the check sees the app's imports
+    assert past_the_top_level(imports, set(graphiti_llm_rerank.__all__)) == []
 
 
-def test_the_front_door_check_can_fail():
-    assert past_front_doors({
-        "app.graph.search": {"graphiti_llm_rerank", "graphiti_llm_rerank.fusion"},
-        "app.bench.runner": {"graphiti_llm_rerank.strategies.registry"},
-        "graphiti_llm_rerank.cross_encoder": {"graphiti_llm_rerank.fusion"},  # inside the package: its own business
-        "app.api.health": {"graphiti_llm_rerank"},
-    }) == ["app.bench.runner -> graphiti_llm_rerank.strategies.registry", "app.graph.search -> graphiti_llm_rerank.fusion"]
-    # `from ..rerank import fusion` (a submodule taken from the package) goes past the door too.
-    relative = app_imports("app.graph.search", "from ..rerank import fusion, fuse\n")
-    assert past_front_doors({"app.graph.search": relative}) == ["app.graph.search -> graphiti_llm_rerank.fusion"]
+def test_the_top_level_check_can_fail():
+    exported = {"OllamaReranker", "judge_positions"}
+    assert past_the_top_level({
+        "app.graph.search": package_imports("from graphiti_llm_rerank import judge_positions, fuse\n"
+                                            "from graphiti_llm_rerank import fusion\n"),
+        "app.api.rerank": package_imports("import graphiti_llm_rerank.judge\n"),
+        "app.bench.runner": package_imports("from graphiti_llm_rerank.judge_prompt import PROMPT_VERSION\n"),
+        "app.graph.runtime": package_imports("from graphiti_llm_rerank import OllamaReranker\n"),
+    }, exported) == ["app.api.rerank -> graphiti_llm_rerank.judge", "app.graph.search -> graphiti_llm_rerank.fuse",
+                     "app.graph.search -> graphiti_llm_rerank.fusion"]
+
+
+FOREIGN_TO_THE_PACKAGE = ("app", "flask", "werkzeug")
+
+
+def foreign_imports(source: str) -> set[str]:
+    """The modules of the app or of a web framework that one source imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.add(node.module or "")
+    return {name for name in found if name.split(".")[0] in FOREIGN_TO_THE_PACKAGE}
+
+
+def test_the_reranker_package_imports_neither_the_app_nor_flask():
+    """It installs into any Graphiti app: nothing of this app and no web framework inside it."""
+    sources = {path.relative_to(PACKAGE_DIR).as_posix(): path.read_text(encoding="utf-8")
+               for path in PACKAGE_DIR.rglob("*.py")}
+    assert len(sources) > 20
+    assert {path: sorted(foreign_imports(source)) for path, source in sources.items() if foreign_imports(source)} == {}
+
+
+def test_the_foreign_import_check_can_fail():
+    source = ("import asyncio\nfrom graphiti_core import Graphiti\nfrom app.metrics import breaker_state\n"
+              "def f():\n    import flask\n    from werkzeug.exceptions import NotFound\n")
+    assert foreign_imports(source) == {"app.metrics", "flask", "werkzeug.exceptions"}
 
 
 def test_the_front_door_exports_what_it_names():
@@ -253,24 +315,25 @@ def test_no_module_takes_another_modules_private_names():
 def test_the_layer_check_catches_upward_and_hidden_imports():
     """The check above is only worth something if it can fail: the loop this layout removed
     (rerank resources importing the graph runtime inside a function) is what it must catch."""
-    assert upward_imports({"graphiti_llm_rerank.factory": {"app.graph.runtime"}}) == ["graphiti_llm_rerank.factory -> app.graph.runtime"]
-    assert upward_imports({"app.graph.search": {"app.report.tools", "graphiti_llm_rerank.cross_encoder"}}) == [
+    assert upward_imports({"app.graph.store": {"app.graph.runtime", "app.api.errors"}}) == [
+        "app.graph.store -> app.api.errors"]
+    assert upward_imports({"app.graph.search": {"app.report.tools", "app.config"}}) == [
         "app.graph.search -> app.report.tools"]
     assert upward_imports({"app.cli.demo": {"app.api.graph"}}) == []  # entry points sit above the layers
     assert upward_imports({"app.graph.store": {"app"}}) == ["app.graph.store -> app"]  # app/__init__ is an entry
     hidden = app_imports("app.api.rerank")
-    assert {"app.graph.runtime", "graphiti_llm_rerank"} <= hidden
+    assert {"app.graph.runtime", "app.graph.loop"} <= hidden
 
 
 def test_the_layer_check_resolves_relative_imports():
-    source = "from ..graph import runtime\nfrom . import judge\nfrom .strategies.base import shown_texts\n"
-    imports = app_imports("graphiti_llm_rerank.factory", source)
-    assert {"app.graph", "app.graph.runtime", "graphiti_llm_rerank", "graphiti_llm_rerank.judge", "graphiti_llm_rerank.strategies.base"} <= imports
-    assert upward_imports({"graphiti_llm_rerank.factory": imports}) == [
-        "graphiti_llm_rerank.factory -> app.graph", "graphiti_llm_rerank.factory -> app.graph.runtime"]
+    source = "from ..report import tools\nfrom . import store\nfrom .search import search_graph\n"
+    imports = app_imports("app.graph.factory", source)
+    assert {"app.report", "app.report.tools", "app.graph", "app.graph.store", "app.graph.search"} <= imports
+    assert upward_imports({"app.graph.factory": imports}) == [
+        "app.graph.factory -> app.report", "app.graph.factory -> app.report.tools"]
     # In a package's __init__, one dot is the package itself.
-    assert app_imports("graphiti_llm_rerank", "from .types import Document\n", is_package=True) == {"graphiti_llm_rerank.types"}
-    assert app_imports("graphiti_llm_rerank", "from ..api import errors\n", is_package=True) == {"app.api", "app.api.errors"}
+    assert app_imports("app.graph", "from .store import cypher_rows\n", is_package=True) == {"app.graph.store"}
+    assert app_imports("app.graph", "from ..api import errors\n", is_package=True) == {"app.api", "app.api.errors"}
     with pytest.raises(ValueError):
         app_imports("app.config", "from ... import x\n")
 
@@ -284,12 +347,12 @@ def test_top_level_modules_are_checked_too():
 
 
 def test_the_observability_leaves_sit_at_the_bottom():
-    """The reranker records into app.metrics and the graph loop's lines carry app.request_id: both sit
-    beside app.config, so every layer may use them and they may use no layer above it."""
+    """The graph runtime connects the reranker's observer to app.metrics and the graph loop's lines carry
+    app.request_id: both sit beside app.config, so every layer may use them and they may use no layer above it."""
     assert layer_of("app.metrics") == layer_of("app.request_id") == layer_of("app.config")
-    assert upward_imports({"graphiti_llm_rerank.cross_encoder": {"app.metrics"}, "app.tasks": {"app.request_id"}}) == []
-    assert upward_imports({"app.metrics": {"graphiti_llm_rerank"}, "app.request_id": {"app.api.errors"}}) == [
-        "app.metrics -> graphiti_llm_rerank", "app.request_id -> app.api.errors"]
+    assert upward_imports({"app.graph.runtime": {"app.metrics"}, "app.tasks": {"app.request_id"}}) == []
+    assert upward_imports({"app.metrics": {"app.graph.runtime"}, "app.request_id": {"app.api.errors"}}) == [
+        "app.metrics -> app.graph.runtime", "app.request_id -> app.api.errors"]
 
 
 WEB_FRAMEWORK = ("flask", "werkzeug")
@@ -303,7 +366,7 @@ def test_only_the_api_layer_and_the_entry_points_import_flask():
     """Below app.api nothing knows it serves HTTP: the reranker, the graph and the metrics it records
     work the same under a job worker or a benchmark."""
     below_api = [module for module in module_names() if layer_of(module) not in (None, layer_of("app.api"))]
-    assert "app.metrics" in below_api and "graphiti_llm_rerank.cross_encoder" in below_api
+    assert "app.metrics" in below_api and "app.graph.search" in below_api
     assert {module: sorted(web_framework_imports(module)) for module in below_api
             if web_framework_imports(module)} == {}
     assert web_framework_imports("app.api.metrics") == {"flask"}  # the check sees Flask where it is imported
@@ -319,40 +382,40 @@ def test_the_function_local_import_check_can_fail():
         "class Reranker:\n"
         "    async def rank(self):\n"
         "        def inner():\n"
-        "            from . import judge\n"
-        "        import graphiti_llm_rerank.factory\n"
+        "            from . import store\n"
+        "        import app.graph.factory\n"
     )
-    assert function_local_app_imports("graphiti_llm_rerank.cross_encoder", source) == [
-        "graphiti_llm_rerank.cross_encoder:5 -> app.graph.runtime",
-        "graphiti_llm_rerank.cross_encoder:9 -> graphiti_llm_rerank",
-        "graphiti_llm_rerank.cross_encoder:9 -> graphiti_llm_rerank.judge",
-        "graphiti_llm_rerank.cross_encoder:10 -> graphiti_llm_rerank.factory",
+    assert function_local_app_imports("app.graph.search", source) == [
+        "app.graph.search:5 -> app.graph.runtime",
+        "app.graph.search:9 -> app.graph",
+        "app.graph.search:9 -> app.graph.store",
+        "app.graph.search:10 -> app.graph.factory",
     ]
-    assert function_local_app_imports("graphiti_llm_rerank.cross_encoder", "from app.config import Config\n") == []
+    assert function_local_app_imports("app.graph.search", "from app.config import Config\n") == []
 
 
 def test_the_private_name_check_can_fail():
     source = (
         "from app.graph.runtime import _build_reranker, run_on_loop, __all__\n"
-        "from .judge import _redact\n"
+        "from .store import _redact\n"
         "from app.graph import store as graph_store\n"
-        "import graphiti_llm_rerank.types\n"
-        "import graphiti_llm_rerank.judge as judge\n"
-        "from graphiti_llm_rerank.circuit_breaker import CircuitBreaker\n"
+        "import app.graph.timestamps\n"
+        "import app.graph.loop as loop\n"
+        "from app.graph.graph_locks import GraphLocks\n"
         "graph_store._query(1)\n"
-        "graphiti_llm_rerank.types._check\n"
-        "judge._client\n"
-        "CircuitBreaker._state\n"  # a class's attribute, not a module's: another check's business
+        "app.graph.timestamps._check\n"
+        "loop._client\n"
+        "GraphLocks._state\n"  # a class's attribute, not a module's: another check's business
         "self._x\n"
     )
-    assert private_name_imports("graphiti_llm_rerank.factory", source) == [
-        "graphiti_llm_rerank.factory -> app.graph.runtime._build_reranker",
-        "graphiti_llm_rerank.factory -> app.graph.store._query",
-        "graphiti_llm_rerank.factory -> graphiti_llm_rerank.judge._client",
-        "graphiti_llm_rerank.factory -> graphiti_llm_rerank.judge._redact",
-        "graphiti_llm_rerank.factory -> graphiti_llm_rerank.types._check",
+    assert private_name_imports("app.graph.factory", source) == [
+        "app.graph.factory -> app.graph.loop._client",
+        "app.graph.factory -> app.graph.runtime._build_reranker",
+        "app.graph.factory -> app.graph.store._query",
+        "app.graph.factory -> app.graph.store._redact",
+        "app.graph.factory -> app.graph.timestamps._check",
     ]
-    assert private_name_imports("graphiti_llm_rerank.factory", "from graphiti_llm_rerank.judge import LLMJudge\n") == []
+    assert private_name_imports("app.graph.factory", "from app.graph.loop import run_on_loop\n") == []
 
 
 def third_party_imports(module: str) -> set[str]:

@@ -45,7 +45,7 @@ from app.config import RERANKER_STRATEGIES, Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import shared_embedder
 from graphiti_llm_rerank import (
-    CircuitBreaker, Document, DocumentTooLongError, InvalidRerankInputError, RerankOutcome, RerankParseError,
+    Document, DocumentTooLongError, InvalidRerankInputError, RerankOutcome, RerankParseError,
     RerankProviderError, RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
     documents_from_jsonl, provider_for, refuse_longer_than, rerank, shared_breaker, shared_judge, shared_rerank_api,
     strategy_from_config,
@@ -174,7 +174,8 @@ def _within_deadline(config: Config, start: Callable[[], Awaitable[T]], *,
     return result
 
 
-def _breaker_open(breaker: CircuitBreaker) -> ApiError:
+def _breaker_open(breaker) -> ApiError:
+    """The answer while the model's shared circuit breaker (`shared_breaker`) skips it."""
     retry_after_s = max(1, math.ceil(breaker.retry_in_s()))
     return ApiError(
         503, "reranker_unavailable",

@@ -29,7 +29,8 @@ from typing import Any
 from app.bench.report_metrics import BenchRequirement
 from app.config import Config
 from app.graph.search import judge_passages
-from graphiti_llm_rerank import build_judge, build_reranker
+from graphiti_llm_rerank import build_reranker
+from graphiti_llm_rerank.providers import build_judge
 from app.report.citation_floor import lower_of, without_names
 from app.report.tools import FactJudgement
 

@@ -45,7 +45,7 @@ from app.graph.search import search_graph
 from app.graph.search_hook import checked_keyword_search, exact
 from app.graph.store import create_graph, graph_exists, unkey_facts
 from app.graph.vector_index import nearest_facts
-from graphiti_llm_rerank import embed_query
+from app.graph.similarity import embed_query
 
 GRAPH_ID = "first-stage-time"
 SENSORS = 1000  # as `bench scale`: the facts cycle through 1,000 sensors and 10 places

@@ -38,7 +38,7 @@ from app.bench.datasets import Dataset, load_dataset
 from app.bench.metrics import evaluate
 from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking, sure_stop
 from app.config import RERANKER_JUDGE_FOCI
-from graphiti_llm_rerank import fuse
+from graphiti_llm_rerank.fusion import fuse
 
 BASELINE = Replay("linear", 0.7)
 METHODS = ("rrf", "linear", "zscore")  # grid order: equal margins and judge shares go to the first

@@ -24,7 +24,9 @@ from typing import Any
 
 import openai
 
-from graphiti_llm_rerank import LLMJudge, build_judge_messages, escape_field, yes_no_from_text, yes_probability
+from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.judge_prompt import build_judge_messages, escape_field
+from graphiti_llm_rerank.score_parsing import yes_no_from_text, yes_probability
 
 LAYOUTS = ("naive", "delimited", "defended")
 TOP_K = 3

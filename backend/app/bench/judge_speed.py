@@ -30,7 +30,8 @@ import httpx
 
 from app.bench.datasets import load_dataset
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from graphiti_llm_rerank import TOP_LOGPROBS, build_judge_messages
+from graphiti_llm_rerank.judge import TOP_LOGPROBS
+from graphiti_llm_rerank.judge_prompt import build_judge_messages
 
 # llama-cpp-python's verbose log, one block per request
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")

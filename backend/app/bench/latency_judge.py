@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from app.bench.loopback import LoopbackServer, send_json
-from graphiti_llm_rerank import parse_judge_prompt
+from graphiti_llm_rerank.judge_prompt import parse_judge_prompt
 
 
 def keyword_overlap(query: str, passage: str) -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from app.bench.datasets import load_dataset
-from graphiti_llm_rerank import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
+from graphiti_llm_rerank.judge_prompt import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 from app.bench.latency_judge import completion as judge_completion, keyword_overlap
 from app.bench.loopback import LoopbackServer, send_json
-from graphiti_llm_rerank import parse_judge_prompt
+from graphiti_llm_rerank.judge_prompt import parse_judge_prompt
 from app.report import prompts
 
 MODEL = "stand-in-writer"

@@ -25,7 +25,10 @@ from app.bench.report import write_reports
 from app.bench.store import ResultStore, run_key
 from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
-from graphiti_llm_rerank import PROMPT_VERSION, STRATEGY_PROMPT_VERSION, redact_url, strategy_settings
+from graphiti_llm_rerank import redact_url
+from graphiti_llm_rerank.judge_prompt import PROMPT_VERSION
+from graphiti_llm_rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
+from graphiti_llm_rerank.strategies.registry import strategy_settings
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from app.graph.search_hook import exact
 from app.graph.store import graph_exists
 from app.graph.vector_index import (NEO4J_INDEX, NEO4J_NEAREST_QUERY, default_overfetch, ensure_vector_index,
                                     index_state, nearest_facts)
-from graphiti_llm_rerank import embed_query
+from app.graph.similarity import embed_query
 
 
 RECALL_TIMEOUT_S = 1800

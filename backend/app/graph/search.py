@@ -33,10 +33,8 @@ from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
-from graphiti_llm_rerank import (
-    Fused, Judgement, cascade_positions, cheap_order, cosines, embed_query, fallback_judgement, fuse_judgement,
-    judge_order, judge_positions,
-)
+from graphiti_llm_rerank import Fused, Judgement, cascade_positions, cheap_order, fallback_judgement, fuse_judgement, judge_order, judge_positions
+from app.graph.similarity import cosines, embed_query
 
 SCOPES = ("edges", "nodes", "both")
 

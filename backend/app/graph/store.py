@@ -20,7 +20,7 @@ from neo4j.exceptions import ClientError as Neo4jClientError
 
 from app.graph import graph_locks, neo4j_delete
 from app.graph.timestamps import iso
-from graphiti_llm_rerank import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND
+from app.graph.similarity import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND
 from app.graph.vector_index import VectorIndexSearch, ensure_vector_index
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
     from tests.support.scripted_llm import ScriptedLLMServer, judge, server_error
 
     with ScriptedLLMServer(judge(lambda query, passage: 0.9 if "Paris" in passage else 0.1)) as llm:
-        reranker = OllamaReranker(LLMJudge(model="m", base_url=llm.base_url, api_key="k"))
+        reranker = OllamaReranker(judge=LLMJudge(model="m", base_url=llm.base_url, api_key="k"))
         ...
         assert llm.count == 3 and llm.peak_in_flight <= 4
 

@@ -1,69 +1,90 @@
-"""LLM reranking: the one way in for the rest of the app (`graph/`, `api/`, `bench/`, `cli/`,
-`demo/`, `report/` import from `graphiti_llm_rerank` only; tests/test_structure.py keeps it so).
+"""LLM reranking for graphiti-core: a `CrossEncoderClient` that asks a chat model on any
+OpenAI-compatible server (Ollama, llama.cpp, vLLM) how relevant each passage is.
 
-    reranker = build_reranker(config)                         # RERANKER_PROVIDER's cross encoder, no I/O
+    from graphiti_llm_rerank import OllamaReranker, RerankerConfig
+    graphiti = Graphiti(uri, user, password, llm_client=..., embedder=...,
+                        cross_encoder=OllamaReranker(RerankerConfig(base_url=..., model=...)))
+
+What an app needs is here, at the top level; the rest (the judge's prompt, the strategies' parts,
+fusion's variants) stays importable from its submodule for benchmarks and tests.
+
+    reranker = build_reranker(config)                         # the config's provider, no I/O
     judgement = await judge_positions(reranker, query, passages)
     judgement.evidence, judgement.judged, judgement.fell_back, judgement.fallback_reason
-    order = fuse_judgement(first_stage_scores, judgement, method=config.reranker_fusion)
+    order = fuse_judgement(first_stage_scores, judgement, method=config.fusion)
 
-The path beneath: `providers.py` maps each RERANKER_PROVIDER to what it builds (`ollama`:
-`OllamaReranker`, the LLM judge running RERANKER_STRATEGY on the shared `judge.LLMJudge`;
-`rerank_api`: `RerankApiReranker`, a dedicated reranker behind POST /rerank; `none`:
-`PassthroughReranker`), from the process-wide pieces it keeps beside them. Every model-backed reranker
-runs inside the guard of `cross_encoder.py` (`GuardedReranker`: budget, deadline, breaker, fallback)
-and answers by position with a `Judgement` (`judgement.py`); Graphiti's `CrossEncoderClient.rank` is
-a thin adapter on top, in the same module. Every order made from a judgement is made in `fusion.py`.
+`Judgement` is the one answer of judging passages by position: every model-backed reranker runs inside
+the guard of `cross_encoder.py` (budget, deadline, breaker, fallback) and answers with one; Graphiti's
+`rank` pairs are made from it at the edge. `rerank(query, documents, provider=judge, strategy=...)`
+runs a strategy on documents with ids (`strategy_run.py`). `set_observer` connects an app's metrics.
 
-/api/rerank runs the strategies on documents with ids: `rerank(query, documents, provider=judge,
-strategy=...)` answers a `RerankOutcome` of `RerankResult`s (`strategy_run.py`).
+Importing the package is cheap: each name loads its module on first use, so an app can read
+`RerankerConfig.ALLOWED` for its settings without loading graphiti-core or the OpenAI client.
 """
 
-from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
-from graphiti_llm_rerank.cross_encoder import judge_positions, rerank_positions
-from graphiti_llm_rerank.providers import build_judge, shared_judge, shared_rerank_api
-from graphiti_llm_rerank.fusion import (
-    Fused, cascade_positions, cheap_order, check_fusion, fuse, fuse_judgement, judge_order,
-)
-from graphiti_llm_rerank.judge import TOP_LOGPROBS, LLMJudge
-from graphiti_llm_rerank.judge_prompt import (
-    PASSAGE_CLOSE, PASSAGE_OPEN, PROMPT_VERSION, QUERY_CLOSE, QUERY_OPEN, build_judge_messages, escape_field,
-    parse_judge_prompt,
-)
-from graphiti_llm_rerank.judgement import Judgement, fallback_judgement
-from graphiti_llm_rerank.ollama_reranker import OllamaReranker
-from graphiti_llm_rerank.passthrough import PassthroughReranker
-from graphiti_llm_rerank.providers import Provider, build_reranker, provider_for, shared_breaker
-from graphiti_llm_rerank.rerank_api import RerankApiReranker
-from graphiti_llm_rerank.score_parsing import strip_reasoning, yes_no_from_text, yes_probability
-from graphiti_llm_rerank.server_connection import redact_url
-from graphiti_llm_rerank.similarity import PASSAGE_KIND, QUERY_KIND, STORED_TEXT_KIND, cosines, embed_query, query_cosines
-from graphiti_llm_rerank.strategies.registry import strategy_from_config, strategy_settings
-from graphiti_llm_rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
-from graphiti_llm_rerank.strategy_run import RerankOutcome, rerank
-from graphiti_llm_rerank.types import (
-    Document, DocumentTooLongError, InvalidRerankInputError, RerankError, RerankParseError, RerankProviderError,
-    RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError, documents_from_jsonl,
-    refuse_longer_than,
-)
+from __future__ import annotations
 
-__all__ = [
-    # Building a reranker from the settings, and the process-wide pieces it shares with /api/rerank.
-    "CircuitBreaker", "LLMJudge", "OllamaReranker", "PassthroughReranker", "Provider",
-    "RerankApiReranker", "build_judge", "build_reranker", "provider_for", "shared_breaker", "shared_judge",
-    "shared_rerank_api", "strategy_from_config", "strategy_settings",
-    # Judging passages by position, and the orders made from a judgement.
-    "Fused", "Judgement", "cascade_positions", "cheap_order", "check_fusion", "fallback_judgement", "fuse",
-    "fuse_judgement", "judge_order", "judge_positions", "rerank_positions",
-    # The strategy runner on documents with ids (/api/rerank), its types and errors.
-    "Document", "DocumentTooLongError", "InvalidRerankInputError", "RerankError", "RerankOutcome",
-    "RerankParseError", "RerankProviderError", "RerankResult", "RerankStrategyError", "TooManyDocumentsError",
-    "TournamentPlanError", "documents_from_jsonl", "refuse_longer_than", "rerank",
-    # Shared helpers: embedder cosines, a URL safe to log, a model answer without its reasoning.
-    "cosines", "query_cosines", "redact_url", "strip_reasoning",
-    # What an embedder embeds a text as: a query, or a stored text (e5's two prefixes).
-    "PASSAGE_KIND", "QUERY_KIND", "STORED_TEXT_KIND", "embed_query",
-    # The judge's prompt and its versions, for the benchmarks that measure them.
-    "PASSAGE_CLOSE", "PASSAGE_OPEN", "PROMPT_VERSION", "QUERY_CLOSE", "QUERY_OPEN", "STRATEGY_PROMPT_VERSION",
-    "TOP_LOGPROBS", "build_judge_messages", "escape_field", "parse_judge_prompt",
-    "yes_no_from_text", "yes_probability",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from graphiti_llm_rerank.config import RerankerConfig
+from graphiti_llm_rerank.observer import RerankObserver, set_observer
+
+__version__ = "0.1.0"
+
+# Each public name, by the module that defines it.
+_LAZY = {
+    # Building a reranker
+    "OllamaReranker": "ollama_reranker", "RerankApiReranker": "rerank_api", "PassthroughReranker": "passthrough",
+    "build_reranker": "providers", "provider_for": "providers",
+    # The process-wide judge, rerank_api client and breaker a reranker shares with other callers
+    "shared_judge": "providers", "shared_rerank_api": "providers", "shared_breaker": "providers",
+    "strategy_from_config": "strategies.registry",
+    # Judging passages by position, and the orders made from a judgement
+    "Judgement": "judgement", "fallback_judgement": "judgement", "judge_positions": "cross_encoder",
+    "Fused": "fusion", "fuse_judgement": "fusion", "judge_order": "fusion", "cheap_order": "fusion",
+    "cascade_positions": "fusion",
+    # The strategy runner on documents with ids, its types and errors
+    "rerank": "strategy_run", "RerankOutcome": "strategy_run", "Document": "types", "RerankResult": "types",
+    "documents_from_jsonl": "types", "refuse_longer_than": "types",
+    "RerankError": "types", "RerankProviderError": "types", "RerankParseError": "types",
+    "RerankStrategyError": "types", "InvalidRerankInputError": "types", "DocumentTooLongError": "types",
+    "TooManyDocumentsError": "types", "TournamentPlanError": "types",
+    # Helpers an app shares: a URL safe to log, a model answer without its reasoning
+    "redact_url": "server_connection", "strip_reasoning": "score_parsing",
+}
+
+__all__ = ["RerankObserver", "RerankerConfig", "__version__", "set_observer", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'graphiti_llm_rerank' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"graphiti_llm_rerank.{_LAZY[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from graphiti_llm_rerank.cross_encoder import judge_positions
+    from graphiti_llm_rerank.fusion import Fused, cascade_positions, cheap_order, fuse_judgement, judge_order
+    from graphiti_llm_rerank.judgement import Judgement, fallback_judgement
+    from graphiti_llm_rerank.ollama_reranker import OllamaReranker
+    from graphiti_llm_rerank.passthrough import PassthroughReranker
+    from graphiti_llm_rerank.providers import (
+        build_reranker, provider_for, shared_breaker, shared_judge, shared_rerank_api,
+    )
+    from graphiti_llm_rerank.rerank_api import RerankApiReranker
+    from graphiti_llm_rerank.score_parsing import strip_reasoning
+    from graphiti_llm_rerank.server_connection import redact_url
+    from graphiti_llm_rerank.strategies.registry import strategy_from_config
+    from graphiti_llm_rerank.strategy_run import RerankOutcome, rerank
+    from graphiti_llm_rerank.types import (
+        Document, DocumentTooLongError, InvalidRerankInputError, RerankError, RerankParseError,
+        RerankProviderError, RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
+        documents_from_jsonl, refuse_longer_than,
+    )

@@ -34,8 +34,8 @@ stage, and guarantees what graph search relies on:
   then calls try again (half-open) and a success closes the breaker. A call that needs no model
   (every score cached) is served even while the breaker is open.
 
-Every call with passages is timed and counted on /metrics (app/metrics.py): its seconds by how it ended
-(judged, cut_short, fell_back) and the passages it judged.
+Every call with passages is reported to the app's observer (graphiti_llm_rerank/observer.py): its seconds by
+how it ended (judged, cut_short, fell_back) and the passages it judged.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ from typing import Any, Protocol
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
-from app.metrics import observe_rank_call
 from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
 from graphiti_llm_rerank.fusion import judged_order
+from graphiti_llm_rerank.observer import observe_rank_call
 from graphiti_llm_rerank.judgement import (
     BUDGET, DEADLINE, JudgedSoFar, Judgement, collecting, every_position, fallback_judgement,
 )
@@ -295,7 +295,7 @@ class GuardedReranker(JudgingCrossEncoder):
 
 
 def rank_outcome(judgement: Judgement) -> str:
-    """How a rank call ended, as /metrics labels it (app/metrics.RANK_OUTCOMES)."""
+    """How a rank call ended (observer.RANK_OUTCOMES)."""
     if judgement.fell_back:
         return "fell_back"
     return "cut_short" if judgement.cut_short else "judged"

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from app.config import RERANKER_FUSIONS, RERANKER_JUDGE_FOCI
+from graphiti_llm_rerank.config import FUSIONS as RERANKER_FUSIONS, JUDGE_FOCI as RERANKER_JUDGE_FOCI
 from graphiti_llm_rerank.judgement import Judgement
 
 RRF_K = 60

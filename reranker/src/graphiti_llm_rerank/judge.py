@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import openai
 
-from app.config import RERANKER_SCORE_MODES as SCORE_MODES
-from app.metrics import score_cache_lookup
+from graphiti_llm_rerank.config import SCORE_MODES
+from graphiti_llm_rerank.observer import score_cache_lookup
 from graphiti_llm_rerank.counters import CounterSet
 from graphiti_llm_rerank.judge_prompt import PROMPT_VERSION, ScoreMode, build_judge_messages
 from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
@@ -130,6 +130,13 @@ class LLMJudge(ServerConnection[openai.AsyncOpenAI]):
         self._cache = ScoreCache(cache_size)
         # The model's warm-up (graphiti_llm_rerank/warmup.py), set by `start_warmup`; rank calls on this judge wait for it.
         self.warmup: Any = None
+
+    @classmethod
+    def from_config(cls, config: Any) -> LLMJudge:
+        """A judge on a `RerankerConfig`'s server, model and request settings (no network I/O)."""
+        return cls(model=config.model, base_url=config.base_url, api_key=config.api_key,
+                   score_mode=config.score_mode, max_parallel=config.max_parallel, timeout_s=config.timeout_s,
+                   cache_size=config.cache_size, max_tokens=config.max_tokens, instructions=config.instructions)
 
     def __repr__(self) -> str:
         return f"LLMJudge(model={self.model!r}, base_url={redact_url(self.base_url)!r})"

@@ -1,7 +1,10 @@
 """Graphiti cross encoder backed by a chat model on an OpenAI-compatible server (Ollama, llama.cpp).
 
-`OllamaReranker(judge, strategy=...)` runs one reranking strategy (pointwise by default: one request
-per distinct passage, concurrently under the judge's process-wide bound) on the shared `LLMJudge`,
+    OllamaReranker(RerankerConfig(base_url="http://localhost:11434/v1", model="qwen2.5:3b"))
+    OllamaReranker(judge=shared_judge, strategy=get_strategy("listwise"))  # what the config would build, given
+
+runs one reranking strategy (the config's, pointwise by default: one request per distinct passage,
+concurrently under the judge's bound) on an `LLMJudge` (its own, or one shared with other callers),
 inside the deadline / breaker / fallback guard of graphiti_llm_rerank/cross_encoder.py. Passages come back
 byte for byte, each exactly once (duplicates too), best first, every score > 0.
 
@@ -21,11 +24,13 @@ import threading
 from collections import Counter
 from typing import Any
 
+from graphiti_llm_rerank.config import RerankerConfig
 from graphiti_llm_rerank.cross_encoder import GuardedReranker
 from graphiti_llm_rerank.judge import LLMJudge
 from graphiti_llm_rerank.judgement import SCORE_FLOOR
 from graphiti_llm_rerank.strategies.base import JudgeCall, run_checked, strategy_name
 from graphiti_llm_rerank.strategies.pointwise import UNSCORED, PointwiseStrategy
+from graphiti_llm_rerank.strategies.registry import strategy_from_config
 from graphiti_llm_rerank.strategies.strategy_prompts import STRATEGY_PROMPT_VERSION
 from graphiti_llm_rerank.types import Document, RerankResult, rank_score
 from graphiti_llm_rerank.warmup import start_warmup
@@ -38,21 +43,33 @@ class OllamaReranker(GuardedReranker):
 
     def __init__(
         self,
-        judge: LLMJudge,
+        config: RerankerConfig | None = None,
         *,
+        judge: LLMJudge | None = None,
         strategy: Any = None,
-        deadline_s: float = 120.0,
-        budget_s: float = 0.0,
+        embedder: Any = None,
+        deadline_s: float | None = None,
+        budget_s: float | None = None,
         context_tokens: int | None = None,
-        breaker_threshold: int = 3,
-        breaker_cooldown_s: float = 30.0,
+        breaker_threshold: int | None = None,
+        breaker_cooldown_s: float | None = None,
     ) -> None:
-        # No network I/O here: the app must boot while the model server is down.
-        super().__init__(counters=judge.counters, deadline_s=deadline_s, budget_s=budget_s,
-                         breaker_threshold=breaker_threshold, breaker_cooldown_s=breaker_cooldown_s)
-        self.judge = judge  # shared: its bound on concurrent requests is process-wide
-        self.strategy = strategy if strategy is not None else PointwiseStrategy()
-        self.context_tokens = context_tokens
+        """`config` (default: a local Ollama's) says what to build; `judge` and `strategy`, when given,
+        are used instead of what it would build (`embedder`: for the mmr strategy); the keyword
+        numbers override its fields. No network I/O here: an app must start while the model server is down."""
+        config = config if config is not None else RerankerConfig()
+
+        def chosen(value: Any, name: str) -> Any:
+            return getattr(config, name) if value is None else value
+
+        judge = judge if judge is not None else LLMJudge.from_config(config)
+        super().__init__(counters=judge.counters, deadline_s=chosen(deadline_s, "deadline_s"),
+                         budget_s=chosen(budget_s, "budget_s"),
+                         breaker_threshold=chosen(breaker_threshold, "breaker_threshold"),
+                         breaker_cooldown_s=chosen(breaker_cooldown_s, "breaker_cooldown_s"))
+        self.judge = judge  # possibly shared: its bound on concurrent requests covers every caller
+        self.strategy = strategy if strategy is not None else strategy_from_config(config, embedder=embedder)
+        self.context_tokens = chosen(context_tokens, "context_tokens")
         self._strategy_counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
 

@@ -4,13 +4,14 @@
     reranker = provider.build(config)      # the Graphiti cross encoder (no network I/O)
     provider.judges, provider.runs_strategy, provider.breaker(config)
 
-The names users choose from are `config.RERANKER_PROVIDERS` (validated before anything is imported);
-this registry maps each to its builder and must hold exactly those names. Callers ask a provider what
+The names users choose from are `config.PROVIDERS`; this registry maps each to its builder and must
+hold exactly those names. Callers ask a provider what
 it can do (`judges`: a model orders passages; `runs_strategy`: RERANKER_STRATEGY steers it) instead
 of comparing its name, so a new provider is one entry here and its name in config.
 
-This module is the one place that turns `Config` into a cross encoder, together with the process-wide
-pieces rerankers are built from (the judge, the rerank_api client, the breaker): the app
+Every function here takes a `RerankerConfig` (or an app's settings object with `reranker_<field>`
+attributes, read through `RerankerConfig.from_prefixed`). This module is the one place that turns it
+into a cross encoder, together with the process-wide pieces rerankers are built from (the judge, the rerank_api client, the breaker): the app
 (`_build_reranker` inside `_get_graphiti()`), /api/rerank, the benchmark, the demo and the load
 command all build through it, so a RERANKER_* setting means the same thing everywhere.
 
@@ -28,7 +29,7 @@ one process-wide `RerankApiReranker` per settings (`shared_rerank_api`), which g
 The circuit breaker belongs to the model, not to one caller: the one graph search's reranker uses
 (`judge_breaker`, or the shared rerank_api client's) is the one /api/rerank consults and feeds
 (`shared_breaker`), so a model that keeps failing is skipped by both. Its state is the one /metrics
-shows (app/metrics.py); private breakers (the benchmark's) are not reported.
+is reported to the app's observer (graphiti_llm_rerank/observer.py); private breakers (the benchmark's) are not.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ from typing import Any
 
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
-from app.config import RERANKER_PROVIDERS, Config
-from app.metrics import breaker_state
 from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
+from graphiti_llm_rerank.config import PROVIDERS, RerankerConfig, as_config
 from graphiti_llm_rerank.judge import LLMJudge
+from graphiti_llm_rerank.observer import breaker_state
 from graphiti_llm_rerank.rerank_api import RerankApiReranker
 from graphiti_llm_rerank.rerank_api_client import RerankApiClient
 from graphiti_llm_rerank.ollama_reranker import OllamaReranker
@@ -66,60 +67,61 @@ def _shared_for(kind: str, key: tuple, build: Callable[[], Any]) -> Any:
         return _shared[kind][1]
 
 
-def _settings(config: Config, *names: str, **renamed: str) -> dict[str, Any]:
-    """Keyword arguments read from the `reranker_<name>` settings (`argument="<name>"` where they differ)."""
+def _settings(config: Any, *names: str, **renamed: str) -> dict[str, Any]:
+    """Keyword arguments read from the config's fields (`argument="<field>"` where they differ)."""
+    config = as_config(config)
     fields = {**{name: name for name in names}, **renamed}
-    return {argument: getattr(config, f"reranker_{name}") for argument, name in fields.items()}
+    return {argument: getattr(config, name) for argument, name in fields.items()}
 
 
-def _judge_settings(config: Config) -> dict[str, Any]:
+def _judge_settings(config: Any) -> dict[str, Any]:
     """The RERANKER_* settings a judge is made from, by LLMJudge's argument names."""
     return _settings(config, "model", "base_url", "api_key", "score_mode", "max_parallel", "timeout_s",
                      "cache_size", "max_tokens", "instructions")
 
 
-def build_judge(config: Config) -> LLMJudge:
+def build_judge(config: Any) -> LLMJudge:
     """A new judge on the RERANKER_* settings (no network I/O)."""
     return LLMJudge(**_judge_settings(config))
 
 
-def shared_judge(config: Config) -> LLMJudge:
+def shared_judge(config: Any) -> LLMJudge:
     """The process-wide judge for these settings."""
     return _shared_for("judge", tuple(_judge_settings(config).values()), lambda: build_judge(config))
 
 
-def guard_settings(config: Config) -> dict[str, Any]:
+def guard_settings(config: Any) -> dict[str, Any]:
     """The deadline / budget / breaker settings every reranker's guard (graphiti_llm_rerank/cross_encoder.py) takes."""
     return _settings(config, *_GUARD_SETTINGS)
 
 
-def judge_breaker(config: Config) -> CircuitBreaker:
+def judge_breaker(config: Any) -> CircuitBreaker:
     """The process-wide circuit breaker of the judge's model (see the module docstring)."""
-    threshold, cooldown_s = config.reranker_breaker_threshold, config.reranker_breaker_cooldown_s
+    threshold, cooldown_s = as_config(config).breaker_threshold, as_config(config).breaker_cooldown_s
     return _shared_for("breaker", (*_judge_settings(config).values(), threshold, cooldown_s),
                        lambda: _reported(CircuitBreaker(threshold, cooldown_s)))
 
 
 def _reported(breaker: CircuitBreaker) -> CircuitBreaker:
-    """A process-wide breaker, its state shown on /metrics."""
+    """A process-wide breaker, its states told to the app's observer."""
     breaker.report_to(breaker_state)
     return breaker
 
 
-def _rerank_api_settings(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+def _rerank_api_settings(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The RERANKER_* settings of the rerank_api provider: (client's, reranker's) by argument name."""
     client = _settings(config, "base_url", "model", "api_key", "timeout_s", "max_parallel",
                        style="api_style", max_documents="api_max_documents")
     return client, _settings(config, "cache_size", "max_document_chars", *_GUARD_SETTINGS)
 
 
-def build_rerank_api(config: Config) -> RerankApiReranker:
+def build_rerank_api(config: Any) -> RerankApiReranker:
     """A new rerank_api cross encoder on the RERANKER_* settings (no network I/O)."""
     client, reranker = _rerank_api_settings(config)
     return RerankApiReranker(RerankApiClient(**client), **reranker)
 
 
-def shared_rerank_api(config: Config) -> RerankApiReranker:
+def shared_rerank_api(config: Any) -> RerankApiReranker:
     """The process-wide rerank_api cross encoder for these settings."""
     client, reranker = _rerank_api_settings(config)
 
@@ -137,9 +139,9 @@ class Provider:
 
     name: str
     # (config, judge, embedder) -> the cross encoder; judge: a private LLMJudge instead of the shared one.
-    builder: Callable[[Config, LLMJudge | None, Any], CrossEncoderClient]
+    builder: Callable[[RerankerConfig, LLMJudge | None, Any], CrossEncoderClient]
     # The model's process-wide circuit breaker, which graph search and /api/rerank share; None: no model.
-    breaker_of: Callable[[Config], CircuitBreaker] | None
+    breaker_of: Callable[[RerankerConfig], CircuitBreaker] | None
     runs_strategy: bool  # RERANKER_STRATEGY steers it (the LLM judge); else the model scores each passage itself
 
     @property
@@ -147,30 +149,31 @@ class Provider:
         """A model orders the passages (graph search reranks, /api/rerank serves, /health names the model)."""
         return self.breaker_of is not None
 
-    def build(self, config: Config, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
+    def build(self, config: Any, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
         """The cross encoder for these settings (mmr needs the embedder). No network I/O."""
         return self.builder(config, judge, embedder)
 
-    def breaker(self, config: Config) -> CircuitBreaker:
+    def breaker(self, config: Any) -> CircuitBreaker:
         if self.breaker_of is None:
             raise ValueError(f"RERANKER_PROVIDER={self.name} calls no model and has no circuit breaker")
         return self.breaker_of(config)
 
 
-def _llm_judge(config: Config, judge: LLMJudge | None, embedder: Any) -> OllamaReranker:
+def _llm_judge(config: Any, judge: LLMJudge | None, embedder: Any) -> OllamaReranker:
     """OllamaReranker running RERANKER_STRATEGY on the shared judge (or a private one)."""
-    reranker = OllamaReranker(judge or shared_judge(config), strategy=strategy_from_config(config, embedder=embedder),
-                              context_tokens=config.reranker_context_tokens, **guard_settings(config))
+    reranker = OllamaReranker(judge=judge or shared_judge(config),
+                              strategy=strategy_from_config(config, embedder=embedder),
+                              context_tokens=as_config(config).context_tokens, **guard_settings(config))
     if judge is None:  # on the shared judge, the model's breaker is shared too (/api/rerank reads it)
         reranker.breaker = judge_breaker(config)
     return reranker
 
 
-def _rerank_api(config: Config, judge: LLMJudge | None, embedder: Any) -> CrossEncoderClient:
+def _rerank_api(config: Any, judge: LLMJudge | None, embedder: Any) -> CrossEncoderClient:
     return shared_rerank_api(config)
 
 
-def _passthrough(config: Config, judge: LLMJudge | None, embedder: Any) -> CrossEncoderClient:
+def _passthrough(config: Any, judge: LLMJudge | None, embedder: Any) -> CrossEncoderClient:
     return PassthroughReranker()
 
 
@@ -182,26 +185,26 @@ _PROVIDERS = {
         Provider("none", _passthrough, None, runs_strategy=False),
     )
 }
-if tuple(_PROVIDERS) != RERANKER_PROVIDERS:
-    raise RuntimeError(f"reranker providers {tuple(_PROVIDERS)} differ from RERANKER_PROVIDERS {RERANKER_PROVIDERS}")
+if tuple(_PROVIDERS) != PROVIDERS:
+    raise RuntimeError(f"reranker providers {tuple(_PROVIDERS)} differ from config.PROVIDERS {PROVIDERS}")
 
 
-def provider_for(config_or_name: Config | str) -> Provider:
+def provider_for(config_or_name: Any) -> Provider:
     """The provider of these settings (or of this RERANKER_PROVIDER value, any case); ValueError naming
     the allowed values for an unknown one."""
-    name = config_or_name if isinstance(config_or_name, str) else config_or_name.reranker_provider
+    name = config_or_name if isinstance(config_or_name, str) else as_config(config_or_name).provider
     provider = _PROVIDERS.get(name.lower())
     if provider is None:
-        raise ValueError(f"Unknown RERANKER_PROVIDER={name}; allowed: {RERANKER_PROVIDERS}")
+        raise ValueError(f"Unknown RERANKER_PROVIDER={name}; allowed: {PROVIDERS}")
     return provider
 
 
-def build_reranker(config: Config, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
+def build_reranker(config: Any, *, judge: LLMJudge | None = None, embedder: Any = None) -> CrossEncoderClient:
     """The cross encoder for RERANKER_PROVIDER: the passthrough, the shared rerank_api client, or the
     LLM judge running RERANKER_STRATEGY with its settings (mmr needs the embedder). No network I/O."""
     return provider_for(config).build(config, judge=judge, embedder=embedder)
 
 
-def shared_breaker(config: Config) -> CircuitBreaker:
+def shared_breaker(config: Any) -> CircuitBreaker:
     """The process-wide circuit breaker of the configured reranking model (see the module docstring)."""
     return provider_for(config).breaker(config)

@@ -23,8 +23,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
-from app.metrics import score_cache_lookup
+from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
+from graphiti_llm_rerank.observer import score_cache_lookup
 from graphiti_llm_rerank.cross_encoder import GuardedReranker
 from graphiti_llm_rerank.judgement import SCORE_FLOOR, report_failed, report_judged
 from graphiti_llm_rerank.rerank_api_client import RerankApiClient, ScoredTexts

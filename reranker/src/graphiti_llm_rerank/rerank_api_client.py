@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import httpx
 
-from app.config import RERANKER_API_STYLES
+from graphiti_llm_rerank.config import API_STYLES as RERANKER_API_STYLES
 from graphiti_llm_rerank.counters import CounterSet
 from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
 from graphiti_llm_rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect

@@ -38,7 +38,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
-from app.config import DEFAULT_CONTEXT_TOKENS
+from graphiti_llm_rerank.config import DEFAULT_CONTEXT_TOKENS
 from graphiti_llm_rerank.judge import JudgeError, LLMJudge, Usage
 from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
 from graphiti_llm_rerank.strategies.strategy_prompts import clip

@@ -8,7 +8,7 @@ and every result carries the rejection reason. `rank_list` is also the unit slid
 
 from __future__ import annotations
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 from collections.abc import Sequence
 
 from graphiti_llm_rerank.strategies.answer_parsing import ListAnswer, listwise_answer

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 from graphiti_llm_rerank.strategies.answer_parsing import pairwise_answer
 from graphiti_llm_rerank.strategies.base import (
     JudgeCall, check_count, first_failure, judge_call_for, results_in_order, shown_texts,

@@ -19,7 +19,7 @@ judge's request bound the first-stage best are judged first.
 
 from __future__ import annotations
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 from graphiti_llm_rerank.judge_prompt import build_judge_messages
 from graphiti_llm_rerank.judgement import report_failed, report_judged
 from graphiti_llm_rerank.strategies.base import check_count, gather_or_fail, judge_call_for, shown_texts

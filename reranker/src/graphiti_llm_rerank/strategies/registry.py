@@ -1,5 +1,5 @@
 """Strategies by name: `get_strategy(name, **knobs)`, `register_strategy` for custom ones, and
-`strategy_from_config` (RERANKER_STRATEGY and its RERANKER_<KNOB> settings)."""
+`strategy_from_config` (a RerankerConfig's `strategy` and its knobs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from app.config import RERANKER_STRATEGIES
+from graphiti_llm_rerank.config import STRATEGIES, as_config
 from graphiti_llm_rerank.strategies.base import RerankStrategy
 from graphiti_llm_rerank.strategies.listwise import ListwiseStrategy
 from graphiti_llm_rerank.strategies.mmr import MMRStrategy
@@ -25,9 +25,9 @@ _BUILT_IN = (PointwiseStrategy, ListwiseStrategy, SlidingWindowStrategy, Pairwis
 _FACTORIES: dict[str, Callable[..., RerankStrategy]] = {
     **{strategy.name: strategy for strategy in _BUILT_IN}, MMRStrategy.name: _mmr,
 }
-# config.RERANKER_STRATEGIES is the list users choose from (validated before anything is imported).
-if tuple(sorted(_FACTORIES)) != tuple(sorted(RERANKER_STRATEGIES)):
-    raise RuntimeError(f"built-in strategies {sorted(_FACTORIES)} differ from RERANKER_STRATEGIES")
+# config.STRATEGIES is the list users choose from (RerankerConfig validates it).
+if tuple(sorted(_FACTORIES)) != tuple(sorted(STRATEGIES)):
+    raise RuntimeError(f"built-in strategies {sorted(_FACTORIES)} differ from config.STRATEGIES")
 _lock = threading.Lock()
 
 
@@ -57,39 +57,43 @@ def get_strategy(name: str, **knobs: Any) -> RerankStrategy:
 
 
 def config_knobs(config: Any, name: str) -> dict[str, Any]:
-    """The RERANKER_<KNOB> settings that apply to one built-in strategy."""
-    knobs: dict[str, Any] = {"max_document_chars": config.reranker_max_document_chars}
+    """The config's knobs that apply to one built-in strategy."""
+    config = as_config(config)
+    knobs: dict[str, Any] = {"max_document_chars": config.max_document_chars}
     if name == "sliding_window":
-        knobs.update(window_size=config.reranker_window_size, stride=config.reranker_window_stride)
+        knobs.update(window_size=config.window_size, stride=config.window_stride)
     elif name == "pairwise":
-        knobs.update(passes=config.reranker_pairwise_passes)
+        knobs.update(passes=config.pairwise_passes)
     elif name == "tournament":
         # Candidate counts vary per query here, and the paper's default stages need exactly 100.
-        knobs.update(rounds=config.reranker_tournament_rounds, max_parallel_groups=config.reranker_max_parallel,
+        knobs.update(rounds=config.tournament_rounds, max_parallel_groups=config.max_parallel,
                      plan=HALVING)
     return knobs
 
 
 def mmr_settings(config: Any) -> dict[str, Any]:
     """What MMRStrategy is built with from config, besides the embedder."""
-    return {"lambda_": config.reranker_mmr_lambda, "duplicate_threshold": config.reranker_mmr_duplicate_threshold}
+    config = as_config(config)
+    return {"lambda_": config.mmr_lambda, "duplicate_threshold": config.mmr_duplicate_threshold}
 
 
 def strategy_settings(config: Any, name: str) -> dict[str, Any]:
     """Every setting `strategy_from_config(config, name)` builds with (mmr: its own and its base's)."""
+    config = as_config(config)
     if name != "mmr":
         return config_knobs(config, name)
-    return {**mmr_settings(config), "base": config.reranker_mmr_base,
-            **config_knobs(config, config.reranker_mmr_base)}
+    return {**mmr_settings(config), "base": config.mmr_base,
+            **config_knobs(config, config.mmr_base)}
 
 
 def strategy_from_config(config: Any, name: str | None = None, *, embedder: Any = None) -> RerankStrategy:
-    """RERANKER_STRATEGY (or `name`) with its knobs; mmr wraps RERANKER_MMR_BASE and needs the embedder."""
-    name = (name or config.reranker_strategy).lower()
+    """The config's strategy (or `name`) with its knobs; mmr wraps `mmr_base` and needs the embedder."""
+    config = as_config(config)
+    name = (name or config.strategy).lower()
     try:
         if name == "mmr":
             return MMRStrategy(
-                base=strategy_from_config(config, config.reranker_mmr_base), embedder=embedder, **mmr_settings(config)
+                base=strategy_from_config(config, config.mmr_base), embedder=embedder, **mmr_settings(config)
             )
         return get_strategy(name, **config_knobs(config, name))
     except ValueError as error:

@@ -7,7 +7,7 @@ positions are only partly sorted. A window whose answer is unusable keeps its or
 
 from __future__ import annotations
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 import math
 
 from graphiti_llm_rerank.strategies.base import check_count, judge_call_for, results_in_order, shown_texts

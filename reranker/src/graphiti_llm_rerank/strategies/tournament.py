@@ -25,7 +25,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.config import DEFAULT_MAX_DOCUMENT_CHARS
+from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 from graphiti_llm_rerank.strategies.answer_parsing import selection_answer
 from graphiti_llm_rerank.strategies.base import (
     JudgeCall, check_count, judge_call_for, gather_or_fail, longest_id, results_in_order, shown_texts,
