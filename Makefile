@@ -50,6 +50,7 @@ TEST_WORKERS ?= 2
 test: venv
 	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15 \
 	  $(PYTEST_ARGS)
+	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider ../reranker/tests $(PYTEST_ARGS)
 
 local-llm: $(LLAMA_STAMP)
 	cd backend && ../$(PY) -m app.local_llm start

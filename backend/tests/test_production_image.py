@@ -90,14 +90,18 @@ def test_dockerfile_is_pinned_non_root_and_health_checked():
     assert re.search(r"^HEALTHCHECK .*\n?.*/health/ready", text, re.M)
     installs = re.findall(r"pip install [^\n]*", text)
     assert installs and not any("[" in line or "-e " in line for line in installs)
-    assert "!.env" not in (BACKEND / ".dockerignore").read_text(encoding="utf-8")
+    ignored = (BACKEND.parent / ".dockerignore").read_text(encoding="utf-8")
+    assert "!.env" not in ignored and "!reranker/src/" in ignored and "!backend/app/" in ignored
+    # The reranker package is installed from its folder, without fetching anything more.
+    assert "COPY reranker /reranker" in text and "pip install --no-deps /reranker" in text
 
 
 def test_compose_builds_the_image_instead_of_installing_at_start():
     services = compose_services()
     for name in ("backend", "ollama-models"):  # one image: the backend and the one-shot that provisions its models
         service = services[name]
-        assert service["build"] == "./backend" and service["image"] == "mirofish-backend:local"
+        assert service["build"] == {"context": ".", "dockerfile": "backend/Dockerfile"}
+        assert service["image"] == "mirofish-backend:local"
         assert "./backend:" not in " ".join(service.get("volumes", []))  # the source is in the image, not mounted
     compose = (REPO / "docker-compose.yml").read_text(encoding="utf-8")
     assert "pip install" not in compose and "python:3.11-slim" not in compose

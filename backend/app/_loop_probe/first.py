@@ -1,0 +1,2 @@
+from app._loop_probe.second import B
+A = 1

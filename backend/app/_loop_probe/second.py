@@ -1,0 +1,2 @@
+from app._loop_probe.first import A
+B = 2
