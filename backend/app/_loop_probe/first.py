@@ -1,2 +1,0 @@
-from app._loop_probe.second import B
-A = 1

@@ -1,2 +1,0 @@
-from app._loop_probe.first import A
-B = 2
