@@ -1,12 +1,13 @@
 import os
 import re
+import types
+import typing
 from pathlib import Path
 
 import pytest
 from dotenv import dotenv_values
 
-from app import config as config_module
-from app.config import Config
+from app.config import Config, Settings
 
 
 def test_defaults_point_at_ollama_and_embedded_falkordb(monkeypatch):
@@ -126,28 +127,98 @@ def test_config_repr_holds_no_secrets(monkeypatch):
     assert "reranker_model" in shown
 
 
-# Every bounded number Config.from_env reads, as config.py declares it: _int("NAME", default, minimum)
-# or _float("NAME", default, minimum[, maximum]). Read from the source so a new bound is tested too.
-_BOUNDED = re.compile(r'_(int|float)\(\s*"([A-Z0-9_]+)",\s*cls\.\w+,\s*([-\d.]+)(?:,\s*([-\d.]+|[A-Z_]+))?\s*\)')
-BOUNDS = [(kind, name, float(low), float(getattr(config_module, high, high)) if high else None)
-          for kind, name, low, high in _BOUNDED.findall(Path(config_module.__file__).read_text())]
+# Every number setting with its bounds, as Config declares them (`Annotated[int, Field(ge=..., le=...)]`),
+# read from the settings class so that a new number is tested too.
+def _number_bounds() -> list[tuple[str, str, float, float | None]]:
+    bounds = []
+    for name, declared in Settings.model_fields.items():
+        annotation, metadata = declared.annotation, list(declared.metadata)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # `int | None`: the int's bounds
+            (annotation,) = [arm for arm in typing.get_args(annotation) if arm is not type(None)]
+            if typing.get_origin(annotation) is typing.Annotated:
+                annotation, *inner = typing.get_args(annotation)
+                metadata += [bound for info in inner for bound in getattr(info, "metadata", [info])]
+        if annotation in (int, float):
+            low = next((bound.ge for bound in metadata if hasattr(bound, "ge")), None)
+            high = next((bound.le for bound in metadata if hasattr(bound, "le")), None)
+            bounds.append((annotation.__name__, declared.validation_alias, low, high))
+    return bounds
 
 
-def test_every_number_config_reads_has_a_bound_found_here():
-    read = set(re.findall(r'_(?:int|float)\(\s*"([A-Z0-9_]+)"', Path(config_module.__file__).read_text()))
-    assert {name for _, name, _, _ in BOUNDS} == read and len(read) >= 25
+BOUNDS = _number_bounds()
+
+
+def test_every_number_setting_has_a_lower_bound():
+    unbounded = [name for _, name, low, _ in BOUNDS if low is None]
+    assert unbounded == [] and len(BOUNDS) >= 25
+    assert ("int", "WORKER_METRICS_PORT", 1, 65535) in BOUNDS  # found inside `int | None` too
 
 
 @pytest.mark.parametrize("kind, name, low, high", BOUNDS, ids=[bound[1] for bound in BOUNDS])
 def test_every_number_below_its_minimum_is_refused_by_name(monkeypatch, kind, name, low, high):
     below = str(int(low) - 1) if kind == "int" else str(low - 0.001)
     monkeypatch.setenv(name, below)
-    with pytest.raises(ValueError, match=rf"{name} must be >= "):
+    with pytest.raises(ValueError, match=rf"^{name} must be >= {low}, got {below}$"):
         Config.from_env()
     if high is not None:
-        monkeypatch.setenv(name, str(int(high) + 1) if kind == "int" else str(high + 0.001))
-        with pytest.raises(ValueError, match=rf"{name} must be <= "):
+        above = str(int(high) + 1) if kind == "int" else str(high + 0.001)
+        monkeypatch.setenv(name, above)
+        with pytest.raises(ValueError, match=rf"^{name} must be <= {high}, got {above}$"):
             Config.from_env()
+
+
+def test_values_are_stripped_and_a_blank_one_keeps_the_default(monkeypatch):
+    monkeypatch.setenv("RERANKER_MODEL", "  qwen2.5:7b \t")
+    monkeypatch.setenv("RERANKER_MAX_PARALLEL", " 8 ")
+    monkeypatch.setenv("RERANKER_TIMEOUT_S", "   ")
+    monkeypatch.setenv("LLM_MODEL_NAME", "")
+    config = Config.from_env()
+    assert (config.reranker_model, config.reranker_max_parallel) == ("qwen2.5:7b", 8)
+    assert config.reranker_timeout_s == Config().reranker_timeout_s
+    assert config.llm_model_name == config.llm_small_model_name == Config().llm_model_name
+
+
+def test_only_the_upper_case_name_is_read(monkeypatch):
+    monkeypatch.delenv("GRAPH_BACKEND", raising=False)
+    monkeypatch.setenv("graph_backend", "neo4j")
+    assert Config.from_env().graph_backend == "falkordb"
+
+
+def test_several_bad_settings_make_one_line_naming_each(monkeypatch):
+    monkeypatch.setenv("RERANKER_STRATEGY", "bubble")
+    monkeypatch.setenv("PORT", "-5")
+    monkeypatch.setenv("ACCESS_LOG", "yes")
+    with pytest.raises(ValueError) as error:
+        Config.from_env()
+    assert str(error.value) == ("Unknown RERANKER_STRATEGY='bubble'; allowed: ('pointwise', 'listwise', "
+                                "'sliding_window', 'pairwise', 'tournament', 'mmr') (also wrong: PORT, ACCESS_LOG)")
+
+
+def _unset(monkeypatch, name: str) -> None:
+    """Unset for this test, and unset again after it, whatever the test's `.env` put there meanwhile."""
+    monkeypatch.setenv(name, "placeholder")
+    monkeypatch.delenv(name)
+
+
+def test_env_file_is_read_into_the_environment_below_what_is_set(monkeypatch, tmp_path: Path):
+    env_file = tmp_path / "settings.env"
+    env_file.write_text("RERANKER_MODEL=from-the-file\nRERANKER_CANDIDATES=5\nLOG_LEVEL=debug\n")
+    monkeypatch.setenv("DOTENV_PATH", str(env_file))
+    for name in ("RERANKER_MODEL", "RERANKER_CANDIDATES"):
+        _unset(monkeypatch, name)
+    monkeypatch.setenv("LOG_LEVEL", "warning")
+    config = Config.from_env()
+    assert (config.reranker_model, config.reranker_candidates, config.log_level) == ("from-the-file", 5, "WARNING")
+    assert os.environ["RERANKER_MODEL"] == "from-the-file"  # the processes the app starts see it too
+
+
+def test_a_bad_value_in_the_env_file_names_the_setting(monkeypatch, tmp_path: Path):
+    env_file = tmp_path / "settings.env"
+    env_file.write_text("RERANKER_CANDIDATES=lots\n")
+    monkeypatch.setenv("DOTENV_PATH", str(env_file))
+    _unset(monkeypatch, "RERANKER_CANDIDATES")
+    with pytest.raises(ValueError, match=r"^RERANKER_CANDIDATES must be an integer, got 'lots'$"):
+        Config.from_env()
 
 
 # -- One default per setting: .env.example, docker-compose.yml and Config agree -----------------------
