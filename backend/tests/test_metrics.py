@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from app import create_app
 from app.config import Config
 from app.metrics import JOBS_FINISHED, job_finished, register_queue_depth
-from graphiti_llm_rerank import RerankApiReranker, shared_breaker
+from graphiti_llm_rerank.providers import shared_breaker
+from graphiti_llm_rerank.rerank_api import RerankApiReranker
 from graphiti_llm_rerank.circuit_breaker import CircuitBreaker
 from graphiti_llm_rerank.rerank_api_client import RerankApiClient
 from tests.support.scripted_llm import judge, server_error

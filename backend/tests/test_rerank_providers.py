@@ -11,8 +11,10 @@ import pytest
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 
 from app.config import RERANKER_PROVIDERS, RERANKER_PROVIDERS_WITH_OWN_KEY, Config
-from graphiti_llm_rerank import OllamaReranker, PassthroughReranker, RerankApiReranker, build_reranker, judge_positions, provider_for
-from graphiti_llm_rerank.cross_encoder import rerank_positions
+from graphiti_llm_rerank import OllamaReranker, build_reranker, judge_positions, provider_for
+from graphiti_llm_rerank.passthrough import PassthroughReranker
+from graphiti_llm_rerank.rerank_api import RerankApiReranker
+from graphiti_llm_rerank.ollama_reranker import rerank_positions
 
 PASSAGES = ["the mill", "the ferry", "the mill", "the harbor"]
 

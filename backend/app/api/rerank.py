@@ -41,15 +41,10 @@ from app.api.errors import ApiError
 from app.api.validation import (
     MAX_QUERY_CHARS, app_config, choice_field, int_field, json_object, refuse_invalid_text, text_field,
 )
-from app.config import RERANKER_STRATEGIES, Config
+from app.config import RERANKER_STRATEGIES
 from app.graph.loop import run_on_loop
 from app.graph.runtime import shared_embedder
-from graphiti_llm_rerank import (
-    Document, DocumentTooLongError, InvalidRerankInputError, RerankOutcome, RerankParseError,
-    RerankProviderError, RerankResult, RerankStrategyError, TooManyDocumentsError, TournamentPlanError,
-    documents_from_jsonl, provider_for, refuse_longer_than, rerank, shared_breaker, shared_judge, shared_rerank_api,
-    strategy_from_config,
-)
+from graphiti_llm_rerank import Document, RerankError, RerankOutcome, RerankResult, Reranking, rerank
 
 bp = Blueprint("rerank", __name__, url_prefix="/api")
 
@@ -65,21 +60,22 @@ T = TypeVar("T")
 @bp.post("/rerank")
 def rerank_documents():
     config = app_config()
-    provider = provider_for(config)
-    if not provider.judges:
-        raise ApiError(503, "reranker_disabled", f"reranking is switched off (RERANKER_PROVIDER={provider.name})")
+    reranking = Reranking.shared(config)
+    if not reranking.judges:
+        raise ApiError(503, "reranker_disabled",
+                       f"reranking is switched off (RERANKER_PROVIDER={reranking.provider.name})")
     body = json_object()
     query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
     documents = _documents(body.get("documents"))
     top_k = _top_k(body, len(documents))
-    uses_api = not provider.runs_strategy  # a dedicated reranker model: it scores each document itself
+    uses_api = not reranking.runs_strategy  # a dedicated reranker model: it scores each document itself
     default_strategy = API_STRATEGY if uses_api else config.reranker_strategy
     strategy = choice_field(body, "strategy", default=default_strategy, allowed=RERANKER_STRATEGIES)
     return_documents = _flag(body, "return_documents", False)
     strict = _flag(body, "strict", True)
     if uses_api:
-        return _rerank_with_api(config, query, documents, strategy, top_k, strict, return_documents)
-    outcome = _rerank(config, query, documents, strategy, top_k, strict)
+        return _rerank_with_api(reranking, query, documents, strategy, top_k, strict, return_documents)
+    outcome = _rerank(reranking, query, documents, strategy, top_k, strict)
     return {
         "results": [_result(result, return_documents) for result in outcome.results],
         "dropped": [_result(result, return_documents) for result in outcome.dropped],
@@ -95,33 +91,35 @@ def rerank_documents():
     }
 
 
-def _rerank(config: Config, query: str, documents: list[Document], name: str, top_k: int, strict: bool) -> RerankOutcome:
+def _rerank(reranking: Reranking, query: str, documents: list[Document], name: str, top_k: int,
+            strict: bool) -> RerankOutcome:
+    config = app_config()
     try:
-        strategy = strategy_from_config(config, name, embedder=shared_embedder(config) if name == "mmr" else None)
+        strategy = reranking.strategy(name, embedder=shared_embedder(config) if name == "mmr" else None)
     except ValueError as error:
         raise ApiError(500, "reranker_misconfigured", str(error)) from None
 
-    return _within_deadline(config, lambda: rerank(
-        query, documents, provider=shared_judge(config), strategy=strategy, top_k=top_k, strict=strict,
-        context_tokens=config.reranker_context_tokens,
+    return _within_deadline(reranking, lambda: rerank(
+        query, documents, provider=reranking.judge, strategy=strategy, top_k=top_k, strict=strict,
+        context_tokens=reranking.config.context_tokens,
     ), model_answered=lambda outcome: True)  # a call where nothing worked raises
 
 
-def _rerank_with_api(config: Config, query: str, documents: list[Document], strategy: str, top_k: int,
+def _rerank_with_api(reranking: Reranking, query: str, documents: list[Document], strategy: str, top_k: int,
                      strict: bool, return_documents: bool) -> dict[str, Any]:
     if strategy != API_STRATEGY:
         raise ApiError(422, "strategy_not_supported",
                        f"RERANKER_PROVIDER=rerank_api scores each document with a dedicated reranker model; "
                        f"only the '{API_STRATEGY}' strategy applies, not '{strategy}'")
-    reranker = shared_rerank_api(config)
+    reranker = reranking.rerank_api
     if strict:  # the same rule as the judge's strategies (strategies/base.shown_texts)
         try:
-            refuse_longer_than(documents, reranker.max_document_chars)
-        except DocumentTooLongError as error:
+            reranker.refuse_too_long(documents)
+        except RerankError as error:
             raise _as_api_error(error) from None
     started = time.perf_counter()
     ranking = _within_deadline(
-        config, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict),
+        reranking, lambda: reranker.rank_positions(query, [document.text for document in documents], strict=strict),
         model_answered=lambda ranking: ranking.scored > 0 or not ranking.errors)
     results = [RerankResult(documents[position], rank, position, score, reason=why)
                for rank, (position, score, why) in enumerate(ranking.order[:top_k], start=1)]
@@ -141,7 +139,7 @@ def _rerank_with_api(config: Config, query: str, documents: list[Document], stra
     }
 
 
-def _within_deadline(config: Config, start: Callable[[], Awaitable[T]], *,
+def _within_deadline(reranking: Reranking, start: Callable[[], Awaitable[T]], *,
                      model_answered: Callable[[T], bool]) -> T:
     """Run a rerank coroutine on the graph loop within RERANKER_DEADLINE_S; typed errors -> ApiError.
 
@@ -149,22 +147,23 @@ def _within_deadline(config: Config, start: Callable[[], Awaitable[T]], *,
     the answer is a 503 with Retry-After, no model request is sent and no timeout is waited out.
     Failures that are the model's (failed requests, unusable answers, the deadline) count towards
     opening it; a call the model answered closes it."""
-    breaker = shared_breaker(config)
+    breaker = reranking.breaker
     if not breaker.allow():
         raise _breaker_open(breaker)
+    deadline_s = reranking.config.deadline_s
 
     async def run() -> T:
-        async with asyncio.timeout(config.reranker_deadline_s):
+        async with asyncio.timeout(deadline_s):
             return await start()
 
     try:
-        result = run_on_loop(run(), timeout=config.reranker_deadline_s + 5)
+        result = run_on_loop(run(), timeout=deadline_s + 5)
     except TimeoutError:
         breaker.record_failure()
-        raise ApiError(504, "rerank_timeout", f"reranking did not finish within {config.reranker_deadline_s:g}s "
+        raise ApiError(504, "rerank_timeout", f"reranking did not finish within {deadline_s:g}s "
                        "(RERANKER_DEADLINE_S)") from None
     except Exception as error:
-        if isinstance(error, (RerankProviderError, RerankParseError)):
+        if isinstance(error, RerankError) and error.code in MODEL_FAULTS:
             breaker.record_failure()
         raise _as_api_error(error) from None
     if model_answered(result):
@@ -175,7 +174,7 @@ def _within_deadline(config: Config, start: Callable[[], Awaitable[T]], *,
 
 
 def _breaker_open(breaker) -> ApiError:
-    """The answer while the model's shared circuit breaker (`shared_breaker`) skips it."""
+    """The answer while the model's shared circuit breaker (`Reranking.breaker`) skips it."""
     retry_after_s = max(1, math.ceil(breaker.retry_in_s()))
     return ApiError(
         503, "reranker_unavailable",
@@ -185,23 +184,30 @@ def _breaker_open(breaker) -> ApiError:
     )
 
 
+# A RerankError's code -> the status that says whose fault it is, and the answer's error code.
+API_ERRORS = {
+    "too_many_documents": (422, "too_many_documents_for_strategy"),
+    "invalid_input": (422, "invalid_documents"),
+    "document_too_long": (413, "document_too_long"),
+    "tournament_plan_mismatch": (422, "tournament_plan_mismatch"),
+    "unusable_model_answer": (502, "unusable_model_answer"),
+    "model_request_failed": (502, "model_request_failed"),
+    "strategy_failed": (500, "strategy_failed"),
+}
+# The model's own failures, which count towards opening its circuit breaker.
+MODEL_FAULTS = frozenset({"unusable_model_answer", "model_request_failed"})
+
+
 def _as_api_error(error: Exception) -> Exception:
-    """Typed rerank errors -> the status that says whose fault it is; anything else goes to the 500 handler."""
-    if isinstance(error, TooManyDocumentsError):
-        return ApiError(422, "too_many_documents_for_strategy", str(error))
-    if isinstance(error, InvalidRerankInputError):
-        return ApiError(422, "invalid_documents", str(error), item=error.item)
-    if isinstance(error, DocumentTooLongError):
-        return ApiError(413, "document_too_long", str(error), document_id=error.document_id)
-    if isinstance(error, TournamentPlanError):
-        return ApiError(422, "tournament_plan_mismatch", str(error))
-    if isinstance(error, RerankParseError):
-        return ApiError(502, "unusable_model_answer", f"the reranking model gave an unusable answer: {error}")
-    if isinstance(error, RerankProviderError):
-        return ApiError(502, "model_request_failed", f"the reranking model could not be used: {error}")
-    if isinstance(error, RerankStrategyError):
-        return ApiError(500, "strategy_failed", str(error))
-    return error
+    """Typed rerank errors -> ApiError by their code; anything else goes to the 500 handler."""
+    if not isinstance(error, RerankError) or error.code not in API_ERRORS:
+        return error
+    status, code = API_ERRORS[error.code]
+    message = {"unusable_model_answer": f"the reranking model gave an unusable answer: {error}",
+               "model_request_failed": f"the reranking model could not be used: {error}"}.get(error.code, str(error))
+    details = {"item": error.item} if error.code == "invalid_input" else (
+        {"document_id": error.document_id} if error.code == "document_too_long" else {})
+    return ApiError(status, code, message, **details)
 
 
 def _documents(value: Any) -> list[Document]:
@@ -209,8 +215,8 @@ def _documents(value: Any) -> list[Document]:
         raise ApiError(400, "missing_field", "'documents' is required (a list of strings or {id, text} objects)")
     if isinstance(value, str):  # JSONL: one {id, text} object or string per line
         try:
-            value = documents_from_jsonl(value)
-        except InvalidRerankInputError as error:
+            value = Document.jsonl_items(value)
+        except RerankError as error:
             raise ApiError(400, "invalid_jsonl", f"'documents' as JSONL: {error}") from None
         refuse_invalid_text(value, "documents")  # JSONL escapes decode only now
     if not isinstance(value, list) or not value:

@@ -49,7 +49,8 @@ from app.bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
-from graphiti_llm_rerank import redact_url, strategy_from_config
+from graphiti_llm_rerank import redact_url
+from graphiti_llm_rerank.strategies.registry import strategy_from_config
 from app.graph.similarity import query_cosines
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from app.config import Config
 from app.demo.sample_graph import ensure_sample_graph
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
-from graphiti_llm_rerank import cheap_order
+from graphiti_llm_rerank.fusion import cheap_order
 from app.graph.similarity import query_cosines
 
 DEPTHS = (10, 20, 30, 40, 50, 60, 80, 100)

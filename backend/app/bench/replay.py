@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import RERANKER_JUDGE_FOCI
-from graphiti_llm_rerank import cascade_positions, cheap_order
+from graphiti_llm_rerank.fusion import cascade_positions, cheap_order
 from graphiti_llm_rerank.fusion import check_fusion, fuse
 
 TRACE_VERSION = 1

@@ -15,7 +15,7 @@ from app.config import RERANKER_SCORE_MODES, RERANKER_STRATEGIES, Config
 from app.graph.runtime import shared_embedder
 from graphiti_llm_rerank import build_reranker
 from graphiti_llm_rerank.providers import build_judge
-from graphiti_llm_rerank.cross_encoder import rerank_positions
+from graphiti_llm_rerank.ollama_reranker import rerank_positions
 
 ORIGINAL = "original"
 STRATEGY_NAMES = (ORIGINAL, *RERANKER_STRATEGIES)

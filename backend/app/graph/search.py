@@ -33,7 +33,7 @@ from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
-from graphiti_llm_rerank import Fused, Judgement, cascade_positions, cheap_order, fallback_judgement, fuse_judgement, judge_order, judge_positions
+from graphiti_llm_rerank import Judgement, Placed, judge_positions, rank_candidates
 from app.graph.similarity import cosines, embed_query
 
 SCOPES = ("edges", "nodes", "both")
@@ -86,14 +86,21 @@ class NodeHit:
 
 @dataclass(frozen=True)
 class RerankTrace:
-    """One list's first-stage candidates and the judge's judgement of them, for benchmarks (which
-    replay fusions from it offline); not part of the API answer."""
+    """One list's first-stage candidates beside their judgement (which holds the first-stage scores and
+    cosines it was fused from), for benchmarks that replay fusions offline; not part of the API answer."""
 
     passages: list[str]
-    first_scores: list[float]
     metadata: list[dict[str, Any]]
     judgement: Judgement
-    cosine: list[float] | None = None  # each candidate's cosine to the query, when search used it
+
+    @property
+    def first_scores(self) -> list[float]:
+        return list(self.judgement.first_scores)
+
+    @property
+    def cosine(self) -> list[float] | None:
+        """Each candidate's cosine to the query, when search used it."""
+        return None if self.judgement.cosine is None else list(self.judgement.cosine)
 
 
 @dataclass
@@ -149,7 +156,7 @@ async def judge_passages(runtime, query: str, passages: list[str]) -> JudgedPass
         return None
     if not judgement.reranked:
         return None
-    order = judge_order(judgement)  # fusion's own rule: best evidence first, ties by position
+    order = judgement.judge_order()  # fusion's own rule: best evidence first, ties by position
     # Only what the model (or its cache) answered: a passage whose own request failed has a place, no score.
     scores = {position: judgement.evidence[position] for position in judgement.judged_at_s if judgement.by_score}
     return JudgedPassages(order, scores)
@@ -249,24 +256,15 @@ def _edge_metadata(edge: EntityEdge) -> dict[str, Any]:
 
 async def _order(reranker, enabled: bool, config: Config, query: str, passages: list[str],
                  metadata: list[dict[str, Any]], first_scores: list[float], cut: int,
-                 cosine: list[float] | None = None) -> tuple[list[Fused], RerankTrace]:
-    """The fused order of one candidate list, and what it was made from. With RERANKER_JUDGE_DEPTH the
-    judge reads only some candidates of the cheap order (first stage and cosine; RERANKER_JUDGE_FOCUS
-    says which, `cut` is how many the answer returns); the rest keep that order."""
-    judgement = Judgement(len(passages))
-    fusion = {"method": config.reranker_fusion, "weight": config.reranker_fusion_weight,
-              "cosine": cosine, "cosine_weight": config.reranker_cosine_weight}
-    if enabled and passages:
-        depth = config.reranker_judge_depth  # cascade_positions: None (ask about all) unless 0 < depth < count
-        only = (cascade_positions(cheap_order(first_scores, **fusion), depth, cut, config.reranker_judge_focus,
-                                  cosine) if depth else None)
-        try:
-            judgement = await judge_positions(reranker, query, passages, only=only)
-        except Exception as error:  # the reranker should never raise; a search must still answer
-            logger.warning("Reranker raised %s; keeping the first-stage order", type(error).__name__)
-            judgement = fallback_judgement(len(passages))
-    fused = fuse_judgement(first_scores, judgement, **fusion)
-    return fused, RerankTrace(passages, first_scores, metadata, judgement, cosine)
+                 cosine: list[float] | None = None) -> RerankTrace:
+    """One candidate list judged and fused (its order in `judgement.order`), with what it was made
+    from. With RERANKER_JUDGE_DEPTH the judge reads only some candidates of the cheap order (first
+    stage and cosine; RERANKER_JUDGE_FOCUS says which, `cut` is how many the answer returns)."""
+    judgement = await rank_candidates(
+        reranker if enabled else None, query, passages, first_scores, method=config.reranker_fusion,
+        weight=config.reranker_fusion_weight, cosine=cosine, cosine_weight=config.reranker_cosine_weight,
+        depth=config.reranker_judge_depth, focus=config.reranker_judge_focus, cut=cut)
+    return RerankTrace(passages, metadata, judgement)
 
 
 @dataclass(frozen=True)
@@ -312,7 +310,7 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
     edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
-    (edge_order, edge_trace), (node_order, node_trace), names = await asyncio.gather(
+    edge_trace, node_trace, names = await asyncio.gather(
         _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
                [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
@@ -324,12 +322,13 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     # "reranked" means the model ordered (some of) every list that had candidates.
     reranked = enabled and all(judgement.reranked for judgement in judgements)
 
-    wanted, excluded = _answer_places(edge_order, [edge.uuid for edge in first.edges], limit, exclude)
+    wanted, excluded = _answer_places(edge_trace.judgement.order, [edge.uuid for edge in first.edges], limit,
+                                      exclude)
     first_stage_edges = len(first.edges) - pool.from_neighbourhood
-    edges = [_edge_hit(first.edges[hit.position], hit, rank, edge_scores, names,
+    edges = [_edge_hit(first.edges[hit.position], hit, rank, names,
                        from_neighbourhood=hit.position >= first_stage_edges) for rank, hit in wanted]
-    nodes = [_node_hit(first.nodes[hit.position], hit, rank, node_scores)
-             for rank, hit in enumerate(node_order[:limit], start=1)]
+    nodes = [_node_hit(first.nodes[hit.position], hit, rank)
+             for rank, hit in enumerate(node_trace.judgement.order[:limit], start=1)]
     return SearchOutcome(
         edges=edges,
         nodes=nodes,
@@ -382,8 +381,8 @@ async def _first_stage(runtime, graph_id: str, query: str, scope: str, n_pool: i
     return _Candidates(first, from_neighbourhood, edge_cosine)
 
 
-def _answer_places(order: list[Fused], uuids: list[str], limit: int,
-                   exclude: frozenset[str]) -> tuple[list[tuple[int, Fused]], list[str]]:
+def _answer_places(order: tuple[Placed, ...], uuids: list[str], limit: int,
+                   exclude: frozenset[str]) -> tuple[list[tuple[int, Placed]], list[str]]:
     """The answer's first `limit` (rank, hit) of the fused order, leaving out the held facts, and the
     uuids of the held facts that ranked among them."""
     wanted, excluded = [], []
@@ -402,15 +401,14 @@ def _scores(scores: list[float], count: int) -> list[float]:
     return [float(scores[index]) if index < len(scores) else 0.0 for index in range(count)]
 
 
-def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float], names, *,
-              from_neighbourhood: bool = False) -> EdgeHit:
+def _edge_hit(edge: EntityEdge, hit: Placed, rank: int, names, *, from_neighbourhood: bool = False) -> EdgeHit:
     return EdgeHit(
         uuid=edge.uuid,
         fact=edge.fact,
         score=hit.score,
         rank=rank,
         first_stage_rank=hit.position + 1,
-        first_stage_score=first_scores[hit.position],
+        first_stage_score=hit.first_stage_score,
         from_neighbourhood=from_neighbourhood,
         rerank_score=hit.judge_score,
         relation=edge.name,
@@ -426,7 +424,7 @@ def _edge_hit(edge: EntityEdge, hit: Fused, rank: int, first_scores: list[float]
     )
 
 
-def _node_hit(node: EntityNode, hit: Fused, rank: int, first_scores: list[float]) -> NodeHit:
+def _node_hit(node: EntityNode, hit: Placed, rank: int) -> NodeHit:
     return NodeHit(
         uuid=node.uuid,
         name=node.name,
@@ -435,6 +433,6 @@ def _node_hit(node: EntityNode, hit: Fused, rank: int, first_scores: list[float]
         score=hit.score,
         rank=rank,
         first_stage_rank=hit.position + 1,
-        first_stage_score=first_scores[hit.position],
+        first_stage_score=hit.first_stage_score,
         rerank_score=hit.judge_score,
     )

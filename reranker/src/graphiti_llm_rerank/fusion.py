@@ -1,4 +1,13 @@
-"""Fusion: the final order combines the judge's evidence with the first stage's (RERANKER_FUSION).
+"""The one result of judging passages (`Judgement`), and every order made from it (RERANKER_FUSION).
+
+`Judgement` is what a rank call learned about its candidates, by first-stage position: the judge's
+evidence for each position it placed, which ones the model (or its cache) really judged and when,
+whether its values are relevance or only an order, and whether (and why) the call fell back or was
+cut short. Fusing it (`fuse_judgement`) fills in its `order`: every candidate once, best first, as
+a `Placed` (position, fused score, first-stage score, the judge's own score or None). Graph search
+reads that one object; Graphiti's `rank` pairs are made from it only at the edge (ollama_reranker.py).
+
+The final order combines the judge's evidence with the first stage's (RERANKER_FUSION).
 
 A weak judge must not make search worse. The first stage (Graphiti's hybrid BM25 + cosine RRF) is
 evidence too, so instead of replacing its order with the judge's, graph search can fuse the two:
@@ -33,28 +42,125 @@ Everything here is pure arithmetic on plain lists, so a benchmark can replay a f
 stored scores and get what graph search would have answered.
 
 Every order made from a judgement is made here, once per answer: graph search's (`fuse_judgement`,
-RERANKER_FUSION), Graphiti's `rank` (`judged_order`: the judge's order alone, graphiti_llm_rerank/cross_encoder.py)
-and the judge's own verdict on passages a caller gathered (`judge_order`).
+RERANKER_FUSION), Graphiti's `rank` (`judged_order`: the judge's order alone, ollama_reranker.py)
+and the judge's own verdict on passages a caller gathered (`Judgement.judge_order`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from graphiti_llm_rerank.config import FUSIONS as RERANKER_FUSIONS, JUDGE_FOCI as RERANKER_JUDGE_FOCI
-from graphiti_llm_rerank.judgement import Judgement
+
+logger = logging.getLogger(__name__)
 
 RRF_K = 60
+BUDGET = "budget"
+DEADLINE = "deadline"
+# Real scores are floored here so a failed passage can always sit strictly below them and > 0.
+SCORE_FLOOR = 1e-6
 
 
 @dataclass(frozen=True)
-class Fused:
-    """One candidate in the final order."""
+class Placed:
+    """One candidate in an order made from a judgement."""
 
     position: int  # its place in the first stage's order, 0-based
     score: float  # the fused score
     judge_score: float | None  # the judge's evidence; None when it was not judged
+    first_stage_score: float = 0.0  # the first stage's own score of it
+
+    @property
+    def judged(self) -> bool:
+        return self.judge_score is not None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One rank call's answer about candidates 0..candidates-1 (their first-stage positions)."""
+
+    candidates: int
+    # Positions the judge placed -> its value, higher is better: relevance (`by_score`) or rank-derived.
+    # A passage whose own request failed is placed below every judged one but is not judged.
+    evidence: dict[int, float] = field(default_factory=dict)
+    # Positions the model (or the score cache) judged -> seconds into the call when the score arrived.
+    judged_at_s: dict[int, float] = field(default_factory=dict)
+    by_score: bool = True
+    fell_back: bool = False  # the whole call failed: no evidence, first-stage order
+    cut_short: str | None = None  # BUDGET or DEADLINE: time ended the call; the unjudged keep their place
+    fallback_reason: str | None = None  # why the call fell back ("ErrorClass: detail"), for the answer
+    # Filled by `fuse_judgement`: every candidate once, best first, and what the order was fused from.
+    order: tuple[Placed, ...] = ()
+    fusion: str | None = None
+    first_scores: tuple[float, ...] = ()
+    cosine: tuple[float, ...] | None = None
+
+    @property
+    def judged(self) -> int:
+        return len(self.judged_at_s)
+
+    @property
+    def reranked(self) -> bool:
+        """Did the model order at least one candidate?"""
+        return not self.fell_back and self.judged > 0
+
+    def judge_order(self) -> list[int]:
+        """Positions by the judge's evidence, best first (ties by position), then those it did not place."""
+        placed = sorted(self.evidence, key=lambda position: (-self.evidence[position], position))
+        return placed + [position for position in range(self.candidates) if position not in self.evidence]
+
+
+def fallback_judgement(candidates: int, reason: str | None = None) -> Judgement:
+    return Judgement(candidates, fell_back=True, fallback_reason=reason)
+
+
+class JudgedSoFar:
+    """Scores a running rank call has finished, by passage position, as they arrive: what survives
+    a budget or deadline that ends the call."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.scores: dict[int, float] = {}
+        self.judged_at_s: dict[int, float] = {}
+        self.failed: set[int] = set()
+
+    def elapsed_s(self) -> float:
+        return round(time.perf_counter() - self.started, 4)
+
+    def add_scored(self, keys: Iterable[str], score: float) -> None:
+        elapsed = self.elapsed_s()
+        for position in _positions(keys):
+            self.scores[position] = float(score)
+            self.judged_at_s[position] = elapsed
+
+    def add_failed(self, keys: Iterable[str]) -> None:
+        self.failed.update(_positions(keys))
+
+    def evidence(self) -> dict[int, float]:
+        """Finished scores (floored above 0), and failed passages below all of them."""
+        scores = {position: max(score, SCORE_FLOOR) for position, score in self.scores.items()}
+        below = min(scores.values(), default=2 * SCORE_FLOOR) / 2
+        return {**scores, **{position: below for position in self.failed - scores.keys()}}
+
+
+def _positions(keys: Iterable[str]) -> Iterator[int]:
+    for key in keys:
+        if isinstance(key, str) and key.isdecimal():
+            yield int(key)
+
+
+def every_position(count: int, values: Mapping[int, float]) -> dict[int, float]:
+    """Evidence for each of positions 0..count-1: an out-of-range position is dropped, a missing one
+    (there should be none) placed in first-stage order at the lowest value given, rather than lost."""
+    seen = {position: float(value) for position, value in values.items() if 0 <= position < count}
+    missing = [position for position in range(count) if position not in seen]
+    if missing:
+        logger.warning("Reranker returned %d of %d passages; appending the rest", len(seen), count)
+    floor = min(seen.values(), default=0.0)
+    return {**seen, **{position: floor for position in missing}}
 
 
 def check_fusion(method: str, weight: float, cosine_weight: float = 0.0) -> None:
@@ -190,7 +296,7 @@ def fuse(
     by_score: bool = True,
     cosine: Sequence[float] | None = None,
     cosine_weight: float = 0.0,
-) -> list[Fused]:
+) -> list[Placed]:
     """Every first-stage position once, best first (see the module docstring).
 
     `first_scores[i]` is the first stage's score of its i-th candidate, `cosine[i]` its cosine to the
@@ -200,34 +306,38 @@ def fuse(
     places = cheap_order(first_scores, cosine, method=method, weight=weight, cosine_weight=cosine_weight)
     judged = [position for position in places if position in evidence]
     if not judged:  # nothing judged (the call failed): exactly the order with the reranker off
-        return [Fused(position, float(score), None) for position, score in enumerate(first_scores)]
+        return [Placed(position, float(score), None, float(score)) for position, score in enumerate(first_scores)]
     values = fused_values(first_scores, {p: evidence[p] for p in judged}, method=method, weight=weight,
                           by_score=by_score, cosine=cosine, cosine_weight=cosine_weight)
     reordered = sorted(judged, key=lambda position: (-values[position], position))
     holder = dict(zip(judged, reordered))  # a judged candidate's place -> the judged candidate that now takes it
-    result: list[Fused] = []
+    result: list[Placed] = []
     above = values[reordered[0]]
     for position in places:
         taker = holder.get(position)
         if taker is None:
-            result.append(Fused(position, above, None))
+            result.append(Placed(position, above, None, float(first_scores[position])))
         else:
-            result.append(Fused(taker, values[taker], float(evidence[taker])))
+            result.append(Placed(taker, values[taker], float(evidence[taker]), float(first_scores[taker])))
         above = result[-1].score
     return result
 
 
 def fuse_judgement(first_scores: Sequence[float], judgement: Judgement, *, method: str,
                    weight: float = 0.5, cosine: Sequence[float] | None = None,
-                   cosine_weight: float = 0.0) -> list[Fused]:
-    """Graph search's order: the first stage fused with what the judge judged (RERANKER_FUSION).
+                   cosine_weight: float = 0.0) -> Judgement:
+    """The judgement with graph search's order filled in: the first stage fused with what the judge
+    judged (RERANKER_FUSION), and the inputs it was fused from (a benchmark replays other fusions).
 
     A call that judged nothing (it failed, and said why) orders exactly as with the reranker off;
     `judge_score` is the judge's own: a passage whose request failed is placed, not judged (None)."""
     evidence = judgement.evidence if judgement.reranked else {}
     fused = fuse(first_scores, evidence, method=method, weight=weight, by_score=judgement.by_score,
                  cosine=cosine, cosine_weight=cosine_weight)
-    return [hit if hit.position in judgement.judged_at_s else replace(hit, judge_score=None) for hit in fused]
+    order = tuple(hit if hit.position in judgement.judged_at_s else replace(hit, judge_score=None) for hit in fused)
+    return replace(judgement, order=order, fusion=method if judgement.reranked else None,
+                   first_scores=tuple(float(score) for score in first_scores),
+                   cosine=None if cosine is None else tuple(float(value) for value in cosine))
 
 
 def incoming_scores(count: int) -> list[float]:
@@ -235,15 +345,8 @@ def incoming_scores(count: int) -> list[float]:
     return [1.0 - index / (count + 1) for index in range(count)]
 
 
-def judged_order(judgement: Judgement) -> list[Fused]:
+def judged_order(judgement: Judgement) -> list[Placed]:
     """The judge's order alone, over the incoming one (what Graphiti's `rank` answers): the placed
     candidates reordered among the places they hold, the rest (and a fallen-back call's all) in
     incoming order, scored 1.0 descending; every score > 0."""
     return fuse(incoming_scores(judgement.candidates), judgement.evidence, method="none")
-
-
-def judge_order(judgement: Judgement) -> list[int]:
-    """Positions by the judge's evidence, best first (ties by position), then those it did not place."""
-    ranks = judge_ranks(judgement.evidence)
-    placed = sorted(ranks, key=ranks.__getitem__)
-    return placed + [position for position in range(judgement.candidates) if position not in judgement.evidence]

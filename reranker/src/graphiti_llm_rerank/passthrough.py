@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graphiti_llm_rerank.cross_encoder import JudgingCrossEncoder
-from graphiti_llm_rerank.judgement import Judgement
+from graphiti_llm_rerank.fusion import Judgement
+from graphiti_llm_rerank.ollama_reranker import JudgingCrossEncoder
 
 
 class PassthroughReranker(JudgingCrossEncoder):

@@ -26,10 +26,13 @@ RERANKER_PROVIDER=rerank_api (a dedicated reranker behind POST {base}/rerank) is
 one process-wide `RerankApiReranker` per settings (`shared_rerank_api`), which graph search and
 /api/rerank share, so its request bound, cache, counters and breaker cover both.
 
+An app reaches these through one object, `Reranking.shared(config)`: the provider, its shared judge,
+rerank_api client and breaker, the strategy a name means, and the reranker to hand Graphiti.
+
 The circuit breaker belongs to the model, not to one caller: the one graph search's reranker uses
 (`judge_breaker`, or the shared rerank_api client's) is the one /api/rerank consults and feeds
 (`shared_breaker`), so a model that keeps failing is skipped by both. Its state is the one /metrics
-is reported to the app's observer (graphiti_llm_rerank/observer.py); private breakers (the benchmark's) are not.
+is reported to the app's observer (observer.py); private breakers (the benchmark's) are not.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from graphiti_llm_rerank.strategies.registry import strategy_from_config
 
 
 _lock = threading.Lock()
-# The settings of the deadline / breaker / fallback guard (graphiti_llm_rerank/cross_encoder.py) every reranker takes.
+# The settings of the deadline / breaker / fallback guard (ollama_reranker.py) every reranker takes.
 _GUARD_SETTINGS = ("deadline_s", "budget_s", "breaker_threshold", "breaker_cooldown_s")
 # What each shared_* function built last, with the settings it was built from.
 _shared: dict[str, tuple[tuple, Any]] = {}
@@ -91,7 +94,7 @@ def shared_judge(config: Any) -> LLMJudge:
 
 
 def guard_settings(config: Any) -> dict[str, Any]:
-    """The deadline / budget / breaker settings every reranker's guard (graphiti_llm_rerank/cross_encoder.py) takes."""
+    """The deadline / budget / breaker settings every reranker's guard (ollama_reranker.py) takes."""
     return _settings(config, *_GUARD_SETTINGS)
 
 
@@ -208,3 +211,48 @@ def build_reranker(config: Any, *, judge: LLMJudge | None = None, embedder: Any 
 def shared_breaker(config: Any) -> CircuitBreaker:
     """The process-wide circuit breaker of the configured reranking model (see the module docstring)."""
     return provider_for(config).breaker(config)
+
+
+class Reranking:
+    """The process-wide reranking pieces of one config, for an app that shares them between graph
+    search and a rerank endpoint: `Reranking.shared(config)`. Asking builds nothing twice (the pieces
+    are cached by the settings they are made from) and does no network I/O."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = as_config(config)
+        self.provider = provider_for(self.config)
+
+    @classmethod
+    def shared(cls, config: Any) -> "Reranking":
+        return cls(config)
+
+    @property
+    def judges(self) -> bool:
+        """A model orders passages (RERANKER_PROVIDER is not none)."""
+        return self.provider.judges
+
+    @property
+    def runs_strategy(self) -> bool:
+        """RERANKER_STRATEGY steers the model (the LLM judge); else it scores each passage itself."""
+        return self.provider.runs_strategy
+
+    @property
+    def judge(self) -> LLMJudge:
+        return shared_judge(self.config)
+
+    @property
+    def rerank_api(self) -> RerankApiReranker:
+        return shared_rerank_api(self.config)
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The model's breaker, shared by graph search and every other caller."""
+        return shared_breaker(self.config)
+
+    def reranker(self, *, embedder: Any = None) -> CrossEncoderClient:
+        """The cross encoder for Graphiti (mmr needs the embedder)."""
+        return build_reranker(self.config, embedder=embedder)
+
+    def strategy(self, name: str | None = None, *, embedder: Any = None) -> Any:
+        """The strategy `name` (default: the config's) with the config's knobs; ValueError for a bad knob."""
+        return strategy_from_config(self.config, name, embedder=embedder)

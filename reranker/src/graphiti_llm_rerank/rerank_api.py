@@ -3,7 +3,7 @@
 
 One request per rank call scores every passage (more when RERANKER_API_MAX_DOCUMENTS or the server
 caps a batch; see graphiti_llm_rerank/rerank_api_client.py), inside the deadline / breaker / fallback guard
-of graphiti_llm_rerank/cross_encoder.py. Passages come back byte for byte, each exactly once (duplicates too),
+of ollama_reranker.py. Passages come back byte for byte, each exactly once (duplicates too),
 best first, every score > 0.
 
 Scores: servers answer with probabilities (TEI, vLLM, Infinity, Cohere, Jina) or raw logits
@@ -25,12 +25,12 @@ from typing import Any, Literal
 
 from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 from graphiti_llm_rerank.observer import score_cache_lookup
-from graphiti_llm_rerank.cross_encoder import GuardedReranker
-from graphiti_llm_rerank.judgement import SCORE_FLOOR, report_failed, report_judged
+from graphiti_llm_rerank.fusion import SCORE_FLOOR, JudgedSoFar
+from graphiti_llm_rerank.judge import redact_url
+from graphiti_llm_rerank.ollama_reranker import GuardedReranker
 from graphiti_llm_rerank.rerank_api_client import RerankApiClient, ScoredTexts
 from graphiti_llm_rerank.score_cache import ScoreCache, ScoreKey, score_key
-from graphiti_llm_rerank.server_connection import redact_url
-from graphiti_llm_rerank.types import RerankError
+from graphiti_llm_rerank.types import Document, RerankError, refuse_longer_than
 
 CACHE_VERSION = "rerank_api/1"  # part of the cache key: raw server scores, not mapped ones
 ScoreScale = Literal["probability", "logit"]
@@ -109,18 +109,26 @@ class RerankApiReranker(GuardedReranker):
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def rank_positions(self, query: str, passages: list[str], *, strict: bool) -> RerankApiRanking:
+    def refuse_too_long(self, documents: list[Document]) -> None:
+        """Strict callers never have a document cut: the first longer than `max_document_chars` raises
+        DocumentTooLongError (the judge's strategies follow the same rule)."""
+        refuse_longer_than(documents, self.max_document_chars)
+
+    async def rank_positions(self, query: str, passages: list[str], *, strict: bool,
+                             progress: JudgedSoFar | None = None) -> RerankApiRanking:
         """Score and order `passages`. strict (the /api/rerank default): the first failed request or
-        unusable answer raises. Otherwise failures only leave their passages unscored."""
+        unusable answer raises. Otherwise failures only leave their passages unscored. `progress`
+        (a guarded rank call's): told each score as its batch arrives, and each failed passage."""
+        progress = progress if progress is not None else JudgedSoFar()
         raw, to_send = self._from_cache(query, passages)
         texts = list(to_send)
         for position, score in raw.items():  # cached scores count as judged, for free
-            report_judged([str(position)], self._mapped(score))
+            progress.add_scored([str(position)], self._mapped(score))
 
         def arrived(batch: dict[int, float]) -> None:  # what a cut-short call keeps
             self._note_scale(batch.values())
             for index, score in batch.items():
-                report_judged(map(str, to_send[texts[index]]), self._mapped(score))
+                progress.add_scored(map(str, to_send[texts[index]]), self._mapped(score))
 
         scored = await self.client.score(query, [text[: self.max_document_chars] for text in texts],
                                          arrived) if texts else ScoredTexts()
@@ -132,7 +140,7 @@ class RerankApiReranker(GuardedReranker):
         if strict and scored.errors:
             raise scored.errors[0]
         failed = {position for index in scored.failed for position in to_send[texts[index]]}
-        report_failed(map(str, failed))  # every score already went through _note_scale as its batch arrived
+        progress.add_failed(map(str, failed))  # every score already went through _note_scale as its batch arrived
         ranking = RerankApiRanking(self._order(passages, raw, failed), scored.requests, scored.ignored,
                                    scored.tokens, scored.errors)
         self._count(ranking)
@@ -143,11 +151,11 @@ class RerankApiReranker(GuardedReranker):
     def _needs_model(self, query: str, passages: list[str]) -> bool:
         return any(self._key(query, text) not in self._cache for text in passages if text.strip())
 
-    async def _rank(self, query: str, passages: list[str]) -> list[tuple[int, float]]:
-        ranking = await self.rank_positions(query, passages, strict=False)
+    async def _rank(self, query: str, passages: list[str], progress: JudgedSoFar) -> dict[int, float]:
+        ranking = await self.rank_positions(query, passages, strict=False, progress=progress)
         if ranking.errors and not ranking.scored:
             raise ranking.errors[0]  # nothing scored: the wrapper falls back with one WARNING
-        return [(position, score) for position, score, _ in ranking.order]
+        return {position: score for position, score, _ in ranking.order}
 
     def _key(self, query: str, passage: str) -> ScoreKey:
         return score_key(self.client.model, f"{CACHE_VERSION}:{self.max_document_chars}", "raw", query, passage)

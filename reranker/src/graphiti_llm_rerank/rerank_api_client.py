@@ -34,7 +34,7 @@ from graphiti_llm_rerank.config import API_STYLES as RERANKER_API_STYLES
 from graphiti_llm_rerank.counters import CounterSet
 from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
 from graphiti_llm_rerank.rerank_api_dialects import Answer, Dialect, read_answer, request_body, wanted_dialect
-from graphiti_llm_rerank.server_connection import ServerConnection, redact_url
+from graphiti_llm_rerank.judge import ServerConnection, redact_url
 from graphiti_llm_rerank.types import CALL_LEVEL_STATUSES, RerankError, RerankParseError, RerankProviderError
 
 logger = logging.getLogger(__name__)

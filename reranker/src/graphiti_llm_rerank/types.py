@@ -5,7 +5,9 @@ out, `rank` 1-based and `original_index` 0-based (the document's position in the
 kept verbatim: an integer id stays an integer in the results. Documents may also come as JSONL text,
 one JSON object ({"id", "text", "metadata"?}) or string per line (`documents_from_jsonl`).
 
-Errors are typed so a strict caller (the `/api/rerank` endpoint) can say exactly what went wrong:
+Errors are typed so a strict caller (the `/api/rerank` endpoint) can say exactly what went wrong. A
+caller needs only `RerankError`: its `code` says which (the subclasses stay here for `isinstance`),
+`item` names the offending input and `document_id` the longest document of a prompt too large:
 - `InvalidRerankInputError` / `TooManyDocumentsError`: the input itself is unusable (caller's fault);
 - `DocumentTooLongError`: a prompt would not fit the model's context window;
 - `RerankProviderError`: the model server failed (connection, HTTP error, timeout);
@@ -28,6 +30,11 @@ class Document:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
+    @staticmethod
+    def jsonl_items(text: str) -> list[str | dict]:
+        """The items of JSONL text (`documents_from_jsonl`), for a caller that checks each itself."""
+        return documents_from_jsonl(text)
+
 
 @dataclass
 class RerankResult:
@@ -45,11 +52,17 @@ class RerankResult:
 
 
 class RerankError(Exception):
-    """Base of every typed rerank error."""
+    """Base of every typed rerank error; `code` says which kind it is."""
+
+    code = "rerank_failed"
+    item: str | int | None = None  # the offending input (invalid_input, too_many_documents)
+    document_id: str | int | None = None  # the longest document of a prompt too large (document_too_long)
 
 
 class InvalidRerankInputError(RerankError, ValueError):
     """The query or documents cannot be reranked as given; `item` names the offending one."""
+
+    code = "invalid_input"
 
     def __init__(self, message: str, *, item: str | int | None = None) -> None:
         super().__init__(message)
@@ -59,11 +72,15 @@ class InvalidRerankInputError(RerankError, ValueError):
 class TooManyDocumentsError(InvalidRerankInputError):
     """More candidates than the strategy accepts."""
 
+    code = "too_many_documents"
+
 
 class DocumentTooLongError(RerankError):
     """A prompt would exceed the model's context window; `document_id` names the longest document in it."""
 
-    def __init__(self, message: str, *, document_id: str | None = None) -> None:
+    code = "document_too_long"
+
+    def __init__(self, message: str, *, document_id: str | int | None = None) -> None:
         super().__init__(message)
         self.document_id = document_id
 
@@ -86,6 +103,8 @@ class RerankProviderError(RerankError):
     """The model request failed. `call_level`: every other request would fail alike (unknown model, bad key).
     `timed_out`: no answer came within the request timeout."""
 
+    code = "model_request_failed"
+
     def __init__(self, message: str, *, error_class: str = "Error", call_level: bool = False,
                  timed_out: bool = False) -> None:
         super().__init__(message)
@@ -97,13 +116,19 @@ class RerankProviderError(RerankError):
 class RerankParseError(RerankError):
     """The model answered, but the answer holds no usable ranking, selection or score."""
 
+    code = "unusable_model_answer"
+
 
 class RerankStrategyError(RerankError):
     """The strategy failed; a custom strategy's unexpected exception is its `__cause__`."""
 
+    code = "strategy_failed"
+
 
 class TournamentPlanError(RerankStrategyError, ValueError):
     """A tournament stage plan that cannot rank this many candidates."""
+
+    code = "tournament_plan_mismatch"
 
 
 def rank_score(rank: int, total: int) -> float:

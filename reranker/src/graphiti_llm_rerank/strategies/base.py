@@ -24,7 +24,12 @@ offers the judge's two request methods, `score()` and `complete()`, so a strateg
 - typed errors: `JudgeError` becomes `RerankProviderError` or `RerankParseError`;
 - the failure policy for one unit of work (a window, a group, a pair): with `strict` the error
   propagates (fail fast); otherwise the unit keeps its incoming order and a fallback is counted;
-- the context guard: a prompt whose estimated size exceeds the model's window is refused.
+- the context guard: a prompt whose estimated size exceeds the model's window is refused;
+- progress: inside a guarded rank call the call carries that call's `JudgedSoFar`, and a strategy
+  that scores documents one by one (pointwise) tells it each finished score (`call.report_judged(ids,
+  score)`) and each failed document (`call.report_failed(ids)`), so a call that a budget or deadline ends
+  keeps its finished work. Documents are numbered by passage position there ("0", "1", ...). Outside
+  a rank call (/api/rerank, the benchmark) the call has no accumulator and telling it costs nothing.
 
 The judge's semaphore, cache and counters stay the only ones: nothing here bypasses them.
 """
@@ -35,10 +40,11 @@ import asyncio
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from graphiti_llm_rerank.config import DEFAULT_CONTEXT_TOKENS
+from graphiti_llm_rerank.fusion import JudgedSoFar
 from graphiti_llm_rerank.judge import JudgeError, LLMJudge, Usage
 from graphiti_llm_rerank.request_waves import NOT_SENT, RequestWaves
 from graphiti_llm_rerank.strategies.strategy_prompts import clip
@@ -82,9 +88,11 @@ def typed_error(exc: JudgeError) -> RerankProviderError | RerankParseError:
 class JudgeCall:
     """One rerank call's view of the shared `LLMJudge`: what a strategy receives as `provider`."""
 
-    def __init__(self, judge: LLMJudge, *, strict: bool = True, context_tokens: int | None = None) -> None:
+    def __init__(self, judge: LLMJudge, *, strict: bool = True, context_tokens: int | None = None,
+                 progress: JudgedSoFar | None = None) -> None:
         self.judge = judge
         self.strict = strict
+        self.progress = progress  # the guarded rank call's finished work; None outside one
         self.context_tokens = context_tokens or DEFAULT_CONTEXT_TOKENS
         self.calls = 0
         self.prompt_tokens = 0
@@ -171,6 +179,16 @@ class JudgeCall:
         self.repairs += report.repairs
         if not report.is_valid:
             self.repair_reports.append({"unit": what, **report.as_dict()})
+
+    def report_judged(self, document_ids: Iterable[str], score: float) -> None:
+        """A score has arrived for these documents."""
+        if self.progress is not None:
+            self.progress.add_scored(document_ids, score)
+
+    def report_failed(self, document_ids: Iterable[str]) -> None:
+        """These documents' own request failed."""
+        if self.progress is not None:
+            self.progress.add_failed(document_ids)
 
     def unit_succeeded(self) -> None:
         self.successes += 1

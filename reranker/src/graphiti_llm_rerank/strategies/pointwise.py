@@ -11,9 +11,9 @@ every request in flight timed out with nothing answered (a server that accepts a
 the documents not yet sent are not sent and fail as their requests would have, so a call that
 judged nothing falls back after one timeout instead of one per wave of requests.
 
-Each finished score (and each failed document) is reported as it arrives (graphiti_llm_rerank/judgement.py):
-inside graph search's guarded rank call that is what survives a budget or deadline that ends the
-call; elsewhere reporting does nothing. Documents are sent in their incoming order, so under the
+Each finished score (and each failed document) is told to the call as it arrives (`JudgeCall.report_judged`,
+strategies/base.py): inside graph search's guarded rank call that is what survives a budget or
+deadline that ends the call; elsewhere the call keeps no progress. Documents are sent in their incoming order, so under the
 judge's request bound the first-stage best are judged first.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from graphiti_llm_rerank.config import DEFAULT_MAX_DOCUMENT_CHARS
 from graphiti_llm_rerank.judge_prompt import build_judge_messages
-from graphiti_llm_rerank.judgement import report_failed, report_judged
 from graphiti_llm_rerank.strategies.base import check_count, gather_or_fail, judge_call_for, shown_texts
 from graphiti_llm_rerank.strategies.strategy_prompts import clip
 from graphiti_llm_rerank.types import Document, RerankError, RerankResult
@@ -91,9 +90,9 @@ class PointwiseStrategy:
                 call.unit_succeeded()
             except RerankError as error:
                 call.unit_failed(error, "document")  # raises when strict or when every request would fail
-                report_failed(ids_of[text])
+                call.report_failed(ids_of[text])
                 return
-            report_judged(ids_of[text], scores[text])
+            call.report_judged(ids_of[text], scores[text])
 
         await gather_or_fail([score_one(text) for text in ids_of])  # an error cancels the sibling requests
         return scores
