@@ -1,6 +1,7 @@
 """The modules one reranked search runs, from the HTTP request to the judge's request and back.
 
-`SEARCH_TRAIL` is what a newcomer reads to follow a RERANKER_* setting to the search answer;
+`SEARCH_TRAIL` is what a newcomer reads to follow a RERANKER_* setting to the search answer (the
+reranker's README lists it, under "How a setting reaches the answer", with app/config.py first);
 `SEARCH_SUPPORT` is what those modules call on the way (input checks, the graph loop, the judge's
 own parts). A real search over HTTP (Flask's client, the embedded FalkorDB, the scripted judge on
 real HTTP) is traced on both threads it runs on, and the modules of `app.api`, `app.graph` and
@@ -10,6 +11,7 @@ until the lists say so.
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 from contextvars import ContextVar
@@ -32,25 +34,29 @@ IN_TRACED_REQUEST: ContextVar[bool] = ContextVar("in_traced_request", default=Fa
 # The trail, in the order a search meets it. Config.from_env (app/config.py) has read the settings
 # before any request; graph/runtime.py built the reranker with them (`_build_reranker`).
 SEARCH_TRAIL = {
-    "api/graph.py": "POST /api/graph/<id>/search: the checked request in, the answer out",
     "graph/runtime.py": "the process's Graphiti, built once with the reranker (_get_graphiti, _build_reranker)",
     "graphiti_llm_rerank/config.py": "RerankerConfig: the RERANKER_* settings as the reranker package takes them",
     "graphiti_llm_rerank/providers.py": "the RERANKER_PROVIDER registry: does this provider judge?",
-    "graph/search.py": "first stage, the judge, fusion, typed hits",
-    "graphiti_llm_rerank/cross_encoder.py": "the guard: budget, deadline, breaker, fallback; answers a Judgement",
-    "graphiti_llm_rerank/ollama_reranker.py": "the LLM judge as a cross encoder, running RERANKER_STRATEGY",
-    "graphiti_llm_rerank/strategies/base.py": "runs the strategy on this call's view of the judge and checks its answer",
+    "graph/search.py": "first stage, then rank_candidates, typed hits read from the Judgement's order",
+    "graphiti_llm_rerank/ollama_reranker.py": "the guard (budget, deadline, breaker, fallback) around the strategy; "
+                                              "answers the Judgement",
     "graphiti_llm_rerank/strategies/pointwise.py": "the default strategy: one judge request per passage",
     "graphiti_llm_rerank/judge.py": "the request to the model server (RERANKER_MODEL, RERANKER_SCORE_MODE)",
-    "graphiti_llm_rerank/judgement.py": "the one result shape: scores by position, how many judged, whether it fell back",
-    "graphiti_llm_rerank/fusion.py": "judge, cosine and first stage fused into the answer's order (RERANKER_FUSION)",
+    "graphiti_llm_rerank/fusion.py": "the Judgement's order: judge, cosine and first stage fused (RERANKER_FUSION)",
+    "api/graph.py": "POST /api/graph/<id>/search: the checked request in, the answer out",
 }
+# Read before any request (Config.from_env), so not traced; the README's list starts with it.
+SETTINGS_MODULE = "config.py"
+# The most modules the trail (with SETTINGS_MODULE) may hold: one more is a merge to make, or a reason to give.
+MAX_TRAIL = 10
+README = PACKAGE_ROOT.parent / "README.md"
 SEARCH_SUPPORT = {
     "api/body_limit.py": "MAX_REQUEST_BYTES for a body the server streams",
     "api/errors.py": "JSON error bodies",
     "api/metrics.py": "the request's latency, by route, for /metrics",
     "api/request_log.py": "the request's id and its access line",
     "api/validation.py": "request checks",
+    "graphiti_llm_rerank/strategies/base.py": "runs the strategy on this call's view of the judge and checks its answer",
     "graph/falkordb_driver.py": "the keyword query names the graph by the words its id was indexed under",
     "graph/local_embedder.py": "the query's embedding (EMBEDDING_PROVIDER=local)",
     "graph/loop.py": "the one asyncio loop graph coroutines run on",
@@ -69,7 +75,6 @@ SEARCH_SUPPORT = {
     "graphiti_llm_rerank/request_waves.py": "holding back requests once every one in flight timed out",
     "graphiti_llm_rerank/score_cache.py": "the score cache",
     "graphiti_llm_rerank/score_parsing.py": "the yes/no probability read from the answer's logprobs",
-    "graphiti_llm_rerank/server_connection.py": "the client of one model server",
     "graph/similarity.py": "the embedder's cosine, the third signal",
     "graphiti_llm_rerank/strategies/strategy_prompts.py": "passages cut to RERANKER_MAX_DOCUMENT_CHARS",
     "graphiti_llm_rerank/types.py": "the strategy result type",
@@ -138,3 +143,23 @@ def test_the_lists_name_existing_modules_once():
     assert not SEARCH_TRAIL.keys() & SEARCH_SUPPORT.keys()
     assert all((APP / module).is_file() or (PACKAGE_ROOT / module).is_file()
                for module in SEARCH_TRAIL.keys() | SEARCH_SUPPORT.keys())
+
+
+def readme_trail(readme: str) -> list[str]:
+    """The numbered modules of the README's "How a setting reaches the answer", as the trail names them."""
+    section = readme.split("## How a setting reaches the answer", 1)[1].split("\n## ", 1)[0]
+    paths = re.findall(r"^\d+\. `([^`]+)`", section, re.MULTILINE)
+    return [path.removeprefix("backend/app/") for path in paths]
+
+
+def test_the_readme_lists_the_trail_in_order_and_it_stays_short():
+    listed = readme_trail(README.read_text(encoding="utf-8"))
+    assert listed[0] == SETTINGS_MODULE and sorted(listed[1:]) == sorted(SEARCH_TRAIL)
+    assert len(listed) <= MAX_TRAIL and (APP / SETTINGS_MODULE).is_file()
+
+
+def test_the_readme_trail_check_can_fail():
+    readme = ("## How a setting reaches the answer\n\n1. `backend/app/config.py`: read.\n"
+              "2. `graphiti_llm_rerank/judgement.py`: gone.\n\n## Next\n3. `not/this.py`\n")
+    assert readme_trail(readme) == ["config.py", "graphiti_llm_rerank/judgement.py"]
+    assert sorted(readme_trail(readme)[1:]) != sorted(SEARCH_TRAIL)
