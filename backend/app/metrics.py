@@ -1,7 +1,7 @@
 """Prometheus metrics: every metric the app exports, defined once, and how `GET /metrics` reads them.
 
     observe_request(method, route, status, seconds)    # app/api/metrics.py, once per HTTP request
-    observe_rank_call(outcome, seconds, judged)        # graphiti_llm_rerank/cross_encoder.py, once per rank call
+    observe_rank_call(outcome, seconds, judged)        # graphiti_llm_rerank/ollama_reranker.py, once per rank call
     score_cache_lookup(hit, count)                     # the judge's and the rerank_api score caches
     breaker_state(state)                               # the process-wide circuit breakers, on each change
     JOBS_FINISHED.labels(kind=..., outcome=...).inc()  # the job queue: a job ended

@@ -5,7 +5,7 @@ The rerank path, top to bottom:
     app/config.py (RERANKER_*)  ->  _build_reranker() here (the settings as the package's `RerankerConfig`)
     ->  graphiti_llm_rerank.build_reranker (the installed package, entered at its top level only)
     ->  _get_graphiti() (Graphiti's cross_encoder)
-    ->  app/graph/search.py (graphiti_llm_rerank.judge_positions, then fusion)  ->  GraphitiAdapter().graph.search()
+    ->  app/graph/search.py (graphiti_llm_rerank.rank_candidates: the Judgement and its order)  ->  GraphitiAdapter().graph.search()
     ->  app/report/tools.py, app/api/graph.py.
 
 Every coroutine runs on the one graph loop (app/graph/loop.py); the synchronous operations callers

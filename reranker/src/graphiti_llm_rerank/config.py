@@ -72,7 +72,7 @@ class RerankerConfig:
     # rerank_api provider
     api_style: str = "auto"
     api_max_documents: int = 0  # documents per request; 0: no cap (split only when refused)
-    # How a caller fuses the judgement with its first stage (fusion.fuse_judgement, cascade_positions)
+    # How a caller fuses the judgement with its first stage (fusion.fuse_judgement, rank_candidates)
     fusion: str = "linear"
     fusion_weight: float = 0.7  # the judge's share in rrf, linear and zscore fusion
     cosine_weight: float = 0.3  # the embedder cosine's share
