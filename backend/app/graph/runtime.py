@@ -28,7 +28,7 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 
 import app.metrics as metrics
-from app.config import Config
+from app.config import RERANKER_PROVIDERS, Config
 from app.graph import import_journal, local_neo4j
 from app.graph import store as graph_store
 from app.graph.graph_locks import GraphLocks
@@ -263,6 +263,8 @@ def _build_reranker(provider: str, config: Config, embedder=None) -> CrossEncode
     An LLM judge's model is warmed in the background (RERANKER_WARMUP_TIMEOUT_S, graphiti_llm_rerank/warmup.py):
     readiness (GET /health/ready) waits for it to load; a search that comes meanwhile waits at most
     RERANKER_TIMEOUT_S, then keeps the first-stage order and says why."""
+    if provider.lower() not in RERANKER_PROVIDERS:  # named as the user set it, not as the package's field
+        raise ValueError(f"Unknown RERANKER_PROVIDER={provider}; allowed: {RERANKER_PROVIDERS}")
     settings = dataclasses.replace(reranker_config(config), provider=provider.lower())
     logger.info("Initializing Graphiti reranker (provider=%s)", settings.provider)
     reranker = build_reranker(settings, embedder=embedder)
