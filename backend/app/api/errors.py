@@ -11,8 +11,10 @@ from werkzeug.exceptions import HTTPException
 
 from app.graph.fact_import import GraphChangedError, ImportFailedError
 from app.graph.fact_parsing import FactValidationError
+from app.graph.foreign import EmbeddingMismatchError, UnknownForeignGraphError
 from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
 from app.graph.loop import GraphTimeoutError
+from app.graph.transfer import GraphNotEmptyError, UuidConflictError
 from app.graph.unavailable import GraphUnavailableError, as_unavailable
 from app.request_id import current_request_id
 
@@ -79,6 +81,23 @@ def register(app: Flask) -> None:
     @app.errorhandler(ImportFailedError)
     def _import_failed(error: ImportFailedError):  # the database answered, but the import did not hold
         return error_response(503, "import_failed", str(error), stored=0)
+
+    @app.errorhandler(GraphNotEmptyError)
+    def _graph_not_empty(error: GraphNotEmptyError):
+        return error_response(409, "graph_not_empty", str(error), stored=0)
+
+    @app.errorhandler(UuidConflictError)
+    def _uuid_conflict(error: UuidConflictError):
+        return error_response(409, "uuid_conflict", str(error), stored=0)
+
+    @app.errorhandler(UnknownForeignGraphError)
+    def _unknown_foreign(error: UnknownForeignGraphError):
+        return error_response(404, "graph_not_found", str(error))
+
+    @app.errorhandler(EmbeddingMismatchError)
+    def _embedding_mismatch(error: EmbeddingMismatchError):
+        return error_response(409, "embedding_mismatch", str(error), stored_dimension=error.stored,
+                              embedder_dimension=error.ours)
 
     @app.errorhandler(GraphUnavailableError)
     def _graph_unavailable(error: GraphUnavailableError):

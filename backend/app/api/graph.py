@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import PurePath
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request, stream_with_context
 
 from app.api.errors import ApiError
 from app.api.validation import (
@@ -15,6 +15,7 @@ from app.api.validation import (
 from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.episodes import chunk_text
 from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
+from app.graph.graph_file import GraphFileError, parse_graph_file
 from app.graph.search import SCOPES, SearchOutcome
 from app.tasks import ENDED_STATES
 
@@ -77,7 +78,14 @@ def create_graph():
 
 @bp.get("")
 def list_graphs():
-    return {"graphs": adapter().graph.list()}
+    """The app's graphs; with `?include=foreign` also the Graphiti groups it did not create (`foreign`)."""
+    include = request.args.get("include")
+    if include is None:
+        return {"graphs": adapter().graph.list()}
+    if include != "foreign":
+        raise ApiError(400, "invalid_value", "'include' must be 'foreign' (or left out)")
+    graph = adapter().graph
+    return {"graphs": graph.list(), "foreign": graph.foreign()}
 
 
 @bp.delete("/<graph_id>")
@@ -183,6 +191,70 @@ def edges(graph_id: str):
 @bp.get("/<graph_id>/stats")
 def stats(graph_id: str):
     return adapter().graph.stats(graph_id_param(graph_id))
+
+
+GRAPH_FILE_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "text/plain")
+
+
+@bp.get("/<graph_id>/export")
+def export_graph(graph_id: str):
+    """The whole graph as JSONL (app/graph/graph_file.py), read at once under the graph's lock and
+    streamed line by line."""
+    graph = adapter().graph.export_graph(graph_id_param(graph_id))
+    response = Response(stream_with_context(graph.lines()), mimetype="application/x-ndjson")
+    response.headers["Content-Disposition"] = f'attachment; filename="{graph.graph_id}.jsonl"'
+    return response
+
+
+@bp.post("/<graph_id>/import")
+def import_graph(graph_id: str):
+    """A file `GET .../export` wrote, into a new graph id (created here) or an empty graph: the raw
+    JSONL as the body, or a multipart 'file'. `?new_uuids=true` stores it under fresh uuids (needed
+    to copy a graph within one Neo4j database). Checked whole before anything is written."""
+    graph_id = graph_id_param(graph_id)
+    new_uuids = _bool_arg("new_uuids")
+    name = request.args.get("name")
+    if name is not None and not (name.strip() and len(name) <= 200):
+        raise ApiError(400, "invalid_value", "'name' must be 1-200 characters")
+    try:
+        graph = parse_graph_file(_graph_file_text())
+    except GraphFileError as error:
+        raise ApiError(400, "invalid_graph_file", str(error), line=error.line) from None
+    return adapter().graph.import_graph(graph_id, graph, name=name, new_uuids=new_uuids), 201
+
+
+def _graph_file_text() -> str:
+    if request.files:
+        return _uploaded_text((".jsonl", ".ndjson", ".json"))
+    if request.mimetype not in GRAPH_FILE_TYPES:
+        raise ApiError(415, "unsupported_media_type",
+                       f"send the JSONL as the body with Content-Type one of {list(GRAPH_FILE_TYPES)}, "
+                       "or as a multipart 'file'")
+    try:
+        return request.get_data().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ApiError(400, "invalid_utf8", f"the body is not valid UTF-8 (byte {error.start})") from None
+
+
+def _bool_arg(key: str) -> bool:
+    value = request.args.get(key, "false").lower()
+    if value not in ("true", "false"):
+        raise ApiError(400, "invalid_value", f"'{key}' must be true or false")
+    return value == "true"
+
+
+@bp.post("/<graph_id>/adopt")
+def adopt_graph(graph_id: str):
+    """Register a Graphiti group this app did not create (listed by `GET /api/graph?include=foreign`),
+    leaving its data where it is; `{"reembed": true}` embeds its names and facts again with this
+    app's embedder (needed when its vectors have another length)."""
+    graph_id = graph_id_param(graph_id)
+    body = json_object() if request.content_length or request.content_type else {}
+    name = text_field(body, "name", max_chars=200, required=False)
+    reembed = body.get("reembed", False)
+    if not isinstance(reembed, bool):
+        raise ApiError(400, "invalid_type", "'reembed' must be true or false")
+    return adapter().graph.adopt(graph_id, name, reembed), 201
 
 
 __all__ = ["bp", "FactValidationError"]

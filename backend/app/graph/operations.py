@@ -13,8 +13,9 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from app.graph import episodes, fact_import
+from app.graph import episodes, fact_import, foreign, transfer
 from app.graph.fact_parsing import FactInput, parse_fact
+from app.graph.graph_file import GraphFile
 from app.graph import store as graph_store
 from app.graph.loop import run_on_loop
 from app.graph.search import JudgedPassages, SearchOutcome, judge_passages, search_graph
@@ -113,3 +114,21 @@ class GraphOperations:
 
     def stats(self, graph_id: str) -> dict:
         return self._run(graph_store.graph_stats(self._runtime, graph_id))
+
+    def export_graph(self, graph_id: str) -> GraphFile:
+        """The whole graph as records (app/graph/transfer.py); its lines from `GraphFile.lines()`."""
+        return self._run(transfer.export_graph(self._runtime, graph_id), timeout=600)
+
+    def import_graph(self, graph_id: str, graph: GraphFile, name: str | None = None,
+                     new_uuids: bool = False) -> dict:
+        """A checked graph file into a new or empty graph (app/graph/transfer.py)."""
+        return self._run(transfer.import_graph(self._runtime, graph_id, graph, name=name, new_uuids=new_uuids),
+                         timeout=600)
+
+    def foreign(self) -> list[dict]:
+        """Graphiti groups in the database that the registry does not list (app/graph/foreign.py)."""
+        return self._run(foreign.list_foreign(self._runtime))
+
+    def adopt(self, group_id: str, name: str | None = None, reembed: bool = False) -> dict:
+        """Register a foreign group as a graph of this app, its vectors checked or made again (foreign.py)."""
+        return self._run(foreign.adopt_graph(self._runtime, group_id, name, reembed), timeout=600)
