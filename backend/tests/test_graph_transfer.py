@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -14,10 +17,12 @@ from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
+from app.bench.load_run import ServedApp
 from app.graph import runtime as graph_runtime
 from app.graph.loop import run_on_loop
 from app.graph.store import cypher_rows
 from tests.conftest import unique_graph_id
+from tests.support.app_process import BACKEND_DIR, call
 from tests.support.facts import WATER_FACTS
 from tests.support.graph_backends import neo4j_env
 
@@ -275,3 +280,31 @@ def test_a_graph_written_by_graphiti_itself_is_listed_adopted_and_searched(backe
     assert client.post("/api/graph/bad id!/adopt").status_code == 400
     for graph_id in (same, other):
         assert client.delete(f"/api/graph/{graph_id}").status_code in (200, 202)  # 202: goes on as a task
+
+
+def test_the_commands_export_a_served_graph_and_import_it_as_another(tmp_path):
+    app = ServedApp(tmp_path / "data", tmp_path / "serve.log", 4, {"RERANKER_PROVIDER": "none"}).start()
+    try:
+        base = f"http://127.0.0.1:{app.port}"
+        assert call(f"{base}/api/graph", "POST", {"graph_id": "town"})[0] == 201
+        assert call(f"{base}/api/graph/town/facts", "POST", {"facts": WATER_FACTS})[0] == 201
+        env = {**os.environ, "DOTENV_PATH": os.devnull}
+
+        def flask(*args: str):
+            return subprocess.run([sys.executable, "-m", "flask", "--app", "app", *args, "--url", base],
+                                  cwd=BACKEND_DIR, env=env, capture_output=True, text=True, timeout=600)
+
+        exported = flask("export-graph", "town", "--out", str(tmp_path / "town.jsonl"))
+        assert exported.returncode == 0, exported.stderr
+        assert "11 entities, 8 facts, 0 episodes" in exported.stdout
+        imported = flask("import-graph", str(tmp_path / "town.jsonl"), "--graph", "town_copy")
+        assert imported.returncode == 0, imported.stderr
+        assert "Imported into town_copy: 11 entities, 8 facts, 0 episodes." in imported.stdout
+        again = flask("export-graph", "town_copy", "--out", str(tmp_path / "copy.jsonl"))
+        assert again.returncode == 0, again.stderr
+        first, second = (tmp_path / "town.jsonl").read_bytes(), (tmp_path / "copy.jsonl").read_bytes()
+        assert second == first.replace(b'"graph_id":"town"', b'"graph_id":"town_copy"', 1)
+        refused = flask("import-graph", str(tmp_path / "town.jsonl"), "--graph", "town_copy")
+        assert refused.returncode == 1 and "HTTP 409" in refused.stderr and "Traceback" not in refused.stderr
+    finally:
+        app.stop()

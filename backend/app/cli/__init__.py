@@ -1,4 +1,5 @@
-"""Flask CLI commands (`flask --app app <command>`): serve, worker, demo, bench, load, import-facts."""
+"""Flask CLI commands (`flask --app app <command>`): serve, worker, demo, bench, load, import-facts,
+export-graph, import-graph."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from flask import Flask
 def register_cli(app: Flask) -> None:
     # Imported here, not at the top: `python -m app.cli.stack_env` (make demo/serve/bench) imports this
     # package first, and the commands import stack_env, which runpy would then find already loaded.
-    from app.cli import bench, demo, import_facts, load, serve, worker
+    from app.cli import bench, demo, graph_transfer, import_facts, load, serve, worker
 
-    for module in (serve, worker, demo, bench, load, import_facts):
+    for module in (serve, worker, demo, bench, load, import_facts, graph_transfer):
         for command in module.commands:
             app.cli.add_command(command)
