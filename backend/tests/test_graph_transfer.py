@@ -23,6 +23,7 @@ from app.graph.loop import run_on_loop
 from app.graph.store import cypher_rows
 from tests.conftest import unique_graph_id
 from tests.support.app_process import BACKEND_DIR, call
+from tests.support.db_monitor import ENTITY_WRITE, KillAtCommand
 from tests.support.facts import WATER_FACTS
 from tests.support.graph_backends import neo4j_env
 
@@ -201,6 +202,39 @@ def test_a_file_cut_short_or_of_another_format_is_refused(client):
     assert wrong_type.status_code == 415
     assert client.get("/api/graph/no_such_graph_here/export").status_code == 404
     assert client.get("/api/graph?include=everything").status_code == 400
+
+
+def _synthetic_file(entities: int) -> bytes:
+    """A graph of `entities` entities in a chain, a fact between each two, and one episode naming the first two."""
+    at = "2024-01-01T00:00:00.000000+00:00"
+    uuids = [f"node-{i:04d}" for i in range(entities)]
+    lines = [{"kind": "header", "format": "mirofish-graph", "version": 1, "graph_id": "chain", "entities": entities,
+              "facts": entities - 1, "episodes": 1, "embeddings": "excluded"}]
+    lines += [{"kind": "entity", "uuid": u, "name": f"Valve {i}", "labels": ["Valve"], "summary": "",
+               "created_at": at, "attributes": {"index": i}} for i, u in enumerate(uuids)]
+    lines += [{"kind": "fact", "uuid": f"fact-{i:04d}", "source_uuid": uuids[i], "target_uuid": uuids[i + 1],
+               "relation": "FEEDS", "fact": f"Valve {i} feeds valve {i + 1}", "valid_at": None, "invalid_at": None,
+               "expired_at": None, "created_at": at, "reference_time": None, "episodes": [], "attributes": {}}
+              for i in range(entities - 1)]
+    lines += [{"kind": "episode", "uuid": "episode-1", "name": "survey", "content": "Valves 0 and 1.", "source": "text",
+               "source_description": "survey", "valid_at": at, "created_at": at, "entity_edges": [],
+               "mentions": uuids[:2]}]
+    return "".join(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n" for line in lines).encode()
+
+
+def test_a_database_killed_mid_import_leaves_the_empty_graph_empty_and_a_second_import_fills_it(client, graph_id):
+    body = _synthetic_file(120)
+    database = graph_runtime._get_graphiti().embedded_db
+    with KillAtCommand(database.port, database.process.pid, (ENTITY_WRITE, graph_id), 3) as killer:
+        response = _import(client, graph_id, body)
+    assert killer.killed.is_set(), "the database was not killed mid-import"
+    assert response.status_code == 503 and response.get_json()["error"]["stored"] == 0, response.get_json()
+
+    stats = client.get(f"/api/graph/{graph_id}/stats").get_json()  # the database is back, the import undone
+    assert (stats["nodes"], stats["edges"], stats["episodes"]) == (0, 0, 0), stats
+    again = _import(client, graph_id, body)  # into the graph made before: not created by the import
+    assert again.status_code == 201 and again.get_json()["created"] is False, again.get_json()
+    assert _export(client, graph_id) == body.replace(b'"graph_id":"chain"', f'"graph_id":"{graph_id}"'.encode())
 
 
 class ShortVectors(EmbedderClient):
