@@ -50,21 +50,22 @@ class EmbeddingMismatchError(ValueError):
 
 async def list_foreign(runtime) -> list[dict]:
     """Every group with entities, facts or episodes that the registry does not list, with its counts,
-    whether it can be adopted, and if not, why."""
+    whether it can be adopted, and if not, why. Reads only: nothing is written to another's graph."""
     registered = {graph["graph_id"] for graph in await graph_store.list_graphs(runtime)}
-    if runtime.is_falkordb:
-        groups = await _falkordb_groups(runtime)
-    else:
-        groups = {group: ("", counts) for group, counts in (await _group_counts(runtime.driver)).items()}
+    groups: dict = {}
+    for graph_name in await _graph_names(runtime):
+        for group_id, counts in (await _group_counts(runtime, graph_name)).items():
+            if group_id not in groups or graph_name == group_id:  # a graph of the group's own name comes first
+                groups[group_id] = (graph_name, counts)
     found = []
-    for group_id, (graph_name, counts) in sorted(groups.items(), key=lambda item: (item[0] is None, item[0])):
+    for group_id, (graph_name, counts) in sorted(groups.items(), key=lambda item: str(item[0])):
         if group_id in registered and (not runtime.is_falkordb or graph_name == group_id):
             continue
         found.append({"group_id": group_id, **counts, **_adoptable(runtime, group_id, graph_name)})
     return found
 
 
-def _adoptable(runtime, group_id, graph_name: str) -> dict:
+def _adoptable(runtime, group_id, graph_name: str | None) -> dict:
     try:
         graph_store.validate_graph_id(group_id)
     except ValueError as error:
@@ -74,28 +75,39 @@ def _adoptable(runtime, group_id, graph_name: str) -> dict:
     return {"adoptable": True}
 
 
-async def _group_counts(driver) -> dict[str, dict]:
+async def _graph_names(runtime) -> list[str | None]:
+    """FalkorDB: every graph but the registry. Neo4j: [None], its one database."""
+    if not runtime.is_falkordb:
+        return [None]
+    names = [name.decode() if isinstance(name, bytes) else str(name)
+             for name in await runtime.driver.client.list_graphs()]
+    return [name for name in names if name != REGISTRY_GRAPH]
+
+
+async def _read(runtime, graph_name: str | None, query: str, **params) -> list[dict]:
+    """A read-only query. On FalkorDB straight through the client: a Graphiti driver made for a graph
+    schedules its index build there, which would write to another application's graph (or make one)."""
+    if graph_name is None:
+        return await cypher_rows(runtime.driver, query, **params)
+    result = await runtime.driver.client.select_graph(graph_name).ro_query(query, params)
+    names = [column[1] for column in result.header]
+    return [dict(zip(names, row)) for row in result.result_set]
+
+
+_COUNTS = (("entities", "MATCH (n:Entity) {where} RETURN n.group_id AS group_id, count(*) AS n"),
+           ("facts", "MATCH ()-[n:RELATES_TO]->() {where} RETURN n.group_id AS group_id, count(*) AS n"),
+           ("episodes", "MATCH (n:Episodic) {where} RETURN n.group_id AS group_id, count(*) AS n"))
+
+
+async def _group_counts(runtime, graph_name: str | None, group_id: str | None = None) -> dict[str, dict]:
+    """{group_id: {entities, facts, episodes}} of one FalkorDB graph (or the Neo4j database), of every
+    group in it or of `group_id` only."""
     counts: dict[str, dict] = {}
-    for key, query in (
-            ("entities", "MATCH (n:Entity) RETURN n.group_id AS group_id, count(*) AS n"),
-            ("facts", "MATCH ()-[e:RELATES_TO]->() RETURN e.group_id AS group_id, count(*) AS n"),
-            ("episodes", "MATCH (n:Episodic) RETURN n.group_id AS group_id, count(*) AS n")):
-        for row in await cypher_rows(driver, query):
+    where = "WHERE n.group_id = $group_id" if group_id is not None else ""
+    for key, query in _COUNTS:
+        for row in await _read(runtime, graph_name, query.format(where=where), group_id=group_id):
             counts.setdefault(row["group_id"], {"entities": 0, "facts": 0, "episodes": 0})[key] = int(row["n"])
     return counts
-
-
-async def _falkordb_groups(runtime) -> dict[str, tuple[str, dict]]:
-    """{group_id: (the FalkorDB graph it is kept in, its counts)} over every graph but the registry."""
-    groups: dict[str, tuple[str, dict]] = {}
-    for name in await runtime.driver.client.list_graphs():
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        if name == REGISTRY_GRAPH:
-            continue
-        for group_id, counts in (await _group_counts(runtime.driver.clone(database=name))).items():
-            if group_id not in groups or name == group_id:  # a graph of the group's own name comes first
-                groups[group_id] = (name, counts)
-    return groups
 
 
 async def adopt_graph(runtime, group_id: str, name: str | None, reembed: bool) -> dict:
@@ -105,10 +117,13 @@ async def adopt_graph(runtime, group_id: str, name: str | None, reembed: bool) -
     async with runtime.graph_lock(group_id):
         if await graph_store.graph_exists(runtime, group_id):
             raise graph_store.GraphExistsError(group_id)
-        driver = runtime.driver_for(group_id)
-        counts = await _group_counts_of(driver, group_id)
-        if not any(counts.values()):
+        graph_name = group_id if runtime.is_falkordb else None
+        if runtime.is_falkordb and group_id not in await _graph_names(runtime):
             raise UnknownForeignGraphError(group_id)
+        counts = (await _group_counts(runtime, graph_name, group_id)).get(group_id)
+        if not counts:
+            raise UnknownForeignGraphError(group_id)
+        driver = runtime.driver_for(group_id)
         stored = await stored_dimension(driver, group_id)
         dimension = await embedder_dimension(runtime.graphiti.embedder)
         if stored is not None and stored != dimension and not reembed:
@@ -123,16 +138,6 @@ async def adopt_graph(runtime, group_id: str, name: str | None, reembed: bool) -
                 await ensure_vector_index(driver, hook.dimension)
     logger.info("Adopted graph %s (%s)%s", group_id, counts, ", its texts embedded again" if reembed else "")
     return {**record, **counts, "vector_dimension": dimension if reembed else stored, "reembedded": reembed}
-
-
-async def _group_counts_of(driver, group_id: str) -> dict:
-    counts = {}
-    for key, match in (("entities", "MATCH (n:Entity) WHERE n.group_id = $group_id"),
-                       ("facts", "MATCH ()-[e:RELATES_TO]->() WHERE e.group_id = $group_id"),
-                       ("episodes", "MATCH (n:Episodic) WHERE n.group_id = $group_id")):
-        rows = await cypher_rows(driver, f"{match} RETURN count(*) AS n", group_id=group_id)
-        counts[key] = int(rows[0]["n"]) if rows else 0
-    return counts
 
 
 async def stored_dimension(driver, group_id: str) -> int | None:
