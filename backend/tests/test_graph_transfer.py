@@ -19,6 +19,7 @@ from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
 from app.bench.load_run import ServedApp
 from app.graph import runtime as graph_runtime
+from app.graph.graph_file import MAX_RECORDS
 from app.graph.loop import run_on_loop
 from app.graph.store import cypher_rows
 from tests.conftest import unique_graph_id
@@ -198,6 +199,8 @@ def test_a_file_cut_short_or_of_another_format_is_refused(client):
     assert cut.status_code == 400 and "the header says 3 entities but the file holds 0" in cut.get_json()["error"]["message"]
     other = _import(client, unique_graph_id("fmt"), b'{"kind":"header","format":"csv","version":9}\n')
     assert other.status_code == 400 and other.get_json()["error"]["line"] == 1
+    too_many = _import(client, unique_graph_id("big"), _synthetic_file(MAX_RECORDS + 1))
+    assert too_many.status_code == 413 and too_many.get_json()["error"]["code"] == "too_many_records"
     wrong_type = client.post(f"/api/graph/{unique_graph_id()}/import", data=b"x", content_type="image/png")
     assert wrong_type.status_code == 415
     assert client.get("/api/graph/no_such_graph_here/export").status_code == 404

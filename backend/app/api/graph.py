@@ -15,7 +15,7 @@ from app.api.validation import (
 from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.episodes import chunk_text
 from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
-from app.graph.graph_file import GraphFileError, parse_graph_file
+from app.graph.graph_file import GraphFileError, GraphFileTooLargeError, parse_graph_file
 from app.graph.search import SCOPES, SearchOutcome
 from app.tasks import ENDED_STATES
 
@@ -218,6 +218,8 @@ def import_graph(graph_id: str):
         raise ApiError(400, "invalid_value", "'name' must be 1-200 characters")
     try:
         graph = parse_graph_file(_graph_file_text())
+    except GraphFileTooLargeError as error:
+        raise ApiError(413, "too_many_records", str(error), line=error.line) from None
     except GraphFileError as error:
         raise ApiError(400, "invalid_graph_file", str(error), line=error.line) from None
     return adapter().graph.import_graph(graph_id, graph, name=name, new_uuids=new_uuids), 201
