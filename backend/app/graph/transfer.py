@@ -126,9 +126,7 @@ async def import_graph(runtime, graph_id: str, graph: GraphFile, *, name: str | 
     graph_store.validate_graph_id(graph_id)
     if new_uuids:
         graph = with_new_uuids(graph, graph_id)
-    created = not await graph_store.graph_exists(runtime, graph_id)
-    if created:
-        await graph_store.create_graph(runtime, graph_id, name)
+    created = await _create_if_absent(runtime, graph_id, name)
     try:
         result = await _import(runtime, graph_id, graph)
     except BaseException:
@@ -136,6 +134,17 @@ async def import_graph(runtime, graph_id: str, graph: GraphFile, *, name: str | 
             await _remove_created(runtime, graph_id)
         raise
     return {**result, "graph_id": graph_id, "created": created}
+
+
+async def _create_if_absent(runtime, graph_id: str, name: str | None) -> bool:
+    """Whether this import created the graph (another request may create it between the look and the create)."""
+    if await graph_store.graph_exists(runtime, graph_id):
+        return False
+    try:
+        await graph_store.create_graph(runtime, graph_id, name)
+    except graph_store.GraphExistsError:
+        return False
+    return True
 
 
 async def _remove_created(runtime, graph_id: str) -> None:
