@@ -43,8 +43,10 @@ venv: $(STAMP)
 # runs the real local model (it assembles and verifies the model file on first use).
 # TEST_WORKERS processes run test files side by side (pytest-xdist); each has its own FalkorDB and
 # Neo4j, and all share one model server. TEST_WORKERS=0 runs them in this process, one at a time.
-# (Keeping every model test on one worker would take --dist loadgroup, whose groups pytest-xdist 3.8.0
-# ignores under pytest 9.2: the tests are handed out one by one instead.)
+# Which worker runs what (tests/support/model_lane.py): the files that use a real model server go
+# first, to one worker, one after another, since two at once each take several times as long; the
+# other worker meanwhile runs the rest, the long files first. (--dist loadgroup could not do this:
+# pytest-xdist 3.8.0 ignores its groups under pytest 9.2.)
 # The 15 slowest tests are listed at the end: where the suite's time goes, run by run.
 TEST_WORKERS ?= 2
 test: venv

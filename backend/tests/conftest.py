@@ -19,6 +19,7 @@ pytest_plugins = [
         "tests.support.local_llm_fixtures",
         "tests.support.ollama_fixtures",
         "tests.support.graph_backends",
+        "tests.support.model_lane",
     )
     if importlib.util.find_spec(name) is not None
 ]
