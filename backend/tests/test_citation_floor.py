@@ -10,7 +10,9 @@ from app.report.store import report_store
 from app.report.tools import FactJudgement
 from app.report.views import FactView
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, judge_requests, purpose
-from tests.test_report_agent import agent_backend, fact_shown, seen_fact_ids, wait_for, writes_at_once  # noqa: F401
+from tests.test_report_agent import (  # noqa: F401 (fixtures)
+    agent_backend, fact_shown, report_graph, seen_fact_ids, wait_for, writes_at_once,
+)
 
 A, B, C = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 4))
 OFF_TOPIC = "Bakery"  # the judge's floor case: any fact about the bakery, for any question

@@ -23,7 +23,7 @@ from tests.conftest import unique_graph_id
 from tests.support.report_scripts import (
     REPORT_FACTS, UUID, as_json, chat_requests, interview_facts, judge_or_chat, purpose,
 )
-from tests.support.scripted_llm import server_error
+from tests.support.scripted_llm import ScriptedLLMServer, keyword_overlap_judge, server_error
 
 INVENTED = "99999999-8888-4777-8666-555555555555"
 OUTLINE = {"title": "Drinking water in Harbor town", "sections": [
@@ -104,18 +104,42 @@ def wait_for(task_id: str, timeout_s: float = 60.0) -> dict:
     raise AssertionError(f"task {task_id} did not finish within {timeout_s}s")
 
 
+@pytest.fixture(scope="module")
+def module_llm():
+    """One scripted server for the module: the chat settings stay equal from test to test, so the tests that
+    change no other setting share one graph runtime and its task worker instead of starting both anew."""
+    with ScriptedLLMServer() as server:
+        yield server
+
+
 @pytest.fixture
-def agent_backend(backend, scripted_llm):
-    """The app with the scripted server as the chat LLM; returns (config, graph_id)."""
+def scripted_llm(module_llm):
+    """The module's server, counting this test's requests only and answering as the default until scripted."""
+    module_llm.reset()
+    module_llm.responder = keyword_overlap_judge
+    return module_llm
+
+
+@pytest.fixture(scope="module")
+def report_graph() -> dict:
+    return {}
+
+
+@pytest.fixture
+def agent_backend(backend, scripted_llm, report_graph):
+    """The app with the scripted server as the chat LLM; returns (config, graph_id). The graph holds the
+    report facts, imported once for the module: a report only reads it, and it outlives runtime rebuilds."""
     def build(responder, **env):
         scripted_llm.responder = responder
         app, _ = backend(LLM_BASE_URL=scripted_llm.base_url, LLM_MODEL_NAME="writer", LLM_TIMEOUT_S=10, **env)
         config = app.config["APP_CONFIG"]
-        gid = unique_graph_id("agent")
-        graph = GraphitiAdapter(config).graph
-        graph.create(gid)
-        graph.import_facts(gid, REPORT_FACTS)
-        return config, gid
+        if "id" not in report_graph:
+            gid = unique_graph_id("agent")
+            graph = GraphitiAdapter(config).graph
+            graph.create(gid)
+            graph.import_facts(gid, REPORT_FACTS)
+            report_graph["id"] = gid
+        return config, report_graph["id"]
 
     return build
 

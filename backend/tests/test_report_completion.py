@@ -16,7 +16,7 @@ from app.report.store import report_store
 from app.report.views import FactView
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, purpose
 from tests.support.scripted_llm import server_error
-from tests.test_report_agent import agent_backend, wait_for, writes_at_once  # noqa: F401 (fixture)
+from tests.test_report_agent import agent_backend, report_graph, wait_for, writes_at_once  # noqa: F401 (fixtures)
 
 A, B, C, D, E = (f"{n}{n}{n}{n}{n}{n}{n}{n}-0000-4000-8000-000000000000" for n in range(1, 6))
 MANY = [[f"{n:08d}-0000-4000-8000-000000000000" for n in range(20)]]  # one result, more than an offer holds
