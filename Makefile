@@ -96,14 +96,14 @@ serve: $(PY_STAMP)
 worker: $(PY_STAMP)
 	cd backend && ../$(PY) -m flask --app app worker
 
-# Benchmarks, e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
+# Benchmarks (`python -m bench`, backend/bench/), e.g. make bench ARGS="rerank --dataset /abs/path/to/trec-dl19-passage-bm25-top100 --yes"
 # (`make bench ARGS=--help` lists them). On the same embedded defaults as serve (app/cli/stack_env.py):
 # the in-process embedder, and the judge on the local model server while it runs; nothing is started.
 bench: $(PY_STAMP)
-	@cd backend && exec ../$(PY) -m app.cli.stack_env bench -- ../$(PY) -m flask --app app bench $(ARGS)
+	@cd backend && exec ../$(PY) -m app.cli.stack_env bench -- ../$(PY) -m bench $(ARGS)
 
 # Load test on the served API: N concurrent clients on POST /api/graph/<id>/search, reranker off and on
 # (a stand-in judge answering in 50-150 ms); fails on any error or more model requests in flight
 # than RERANKER_MAX_PARALLEL. Options: make load LOAD_ARGS="--clients 32 --duration 20 --json-out /tmp/load.json"
 load: $(PY_STAMP)
-	cd backend && ../$(PY) -m flask --app app load $(LOAD_ARGS)
+	cd backend && ../$(PY) -m bench load $(LOAD_ARGS)

@@ -1,4 +1,4 @@
-"""Reproducible benchmarks: the measuring code behind `flask --app app bench <command>` (app/cli/bench/).
+"""Reproducible benchmarks: the measuring code behind `python -m bench <command>` (bench/cli/).
 
 Quality: `bench rerank` (runner.py) reranks first-stage candidates of a TREC-style dataset folder;
 `bench graph` (graph_bench.py) imports SciFact or DL19 into a graph and searches it with the reranker

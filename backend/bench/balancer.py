@@ -14,7 +14,7 @@ import http.client
 import threading
 import time
 
-from app.bench.load_run import request_json
+from bench.load_run import request_json
 
 CHECK_EVERY_S = 0.5
 CHECK_TIMEOUT_S = 5.0  # a replica busy with the load may answer its readiness slowly; that is no failure

@@ -12,7 +12,7 @@ distractors a floor keeping every gold fact keeps, and the gold a floor removing
 
 It takes minutes with a local model, a report run takes hours: run it first when a new judge is at hand,
 
-    flask --app app bench distractor-judge --base-url http://localhost:11434/v1 --model qwen2.5:3b
+    python -m bench distractor-judge --base-url http://localhost:11434/v1 --model qwen2.5:3b
 
 The section questions the agent really asks are narrower than the requirement, so this is the judge's
 side of the target only; `bench report` measures the rest.
@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from app.bench.report_metrics import BenchRequirement
+from bench.report_metrics import BenchRequirement
 from app.config import Config
 from app.graph.search import judge_passages
 from graphiti_llm_rerank import build_reranker

@@ -1,4 +1,4 @@
-"""`flask bench first-stage`: the first stage alone (the reranker off) from the exact cosine and from the
+"""`python -m bench first-stage`: the first stage alone (the reranker off) from the exact cosine and from the
 vector index, over the graph `bench graph` stores for the same dataset, scored on the same queries.
 
 The exact phase searches `bench graph`'s stored graph (<output>/graph-data, imported first if missing),
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.bench.datasets import load_dataset
-from app.bench.graph_bench import corpus_facts, hits_to_abstracts, prepare_graph, select_queries, stored_graph_id
-from app.bench.metrics import percentile
-from app.bench.summary import summarize
-from app.bench.vector_recall import index_built
+from bench.datasets import load_dataset
+from bench.graph_bench import corpus_facts, hits_to_abstracts, prepare_graph, select_queries, stored_graph_id
+from bench.metrics import percentile
+from bench.summary import summarize
+from bench.vector_recall import index_built
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, embedding_dimension, reset_graphiti

@@ -1,10 +1,10 @@
-"""The first stage's time over a graph of any size, in one process (`flask --app app bench first-stage-time`).
+"""The first stage's time over a graph of any size, in one process (`python -m bench first-stage-time`).
 
 `bench scale` grows its graph through the import, which here takes hours to reach a million facts. This
-command writes `bench scale`'s synthetic facts (app/bench/load_run.py) straight into the database instead
+command writes `bench scale`'s synthetic facts (bench/load_run.py) straight into the database instead
 (the embedded FalkorDB; with GRAPH_BACKEND=neo4j the local Neo4j; never a server FALKORDB_URL or NEO4J_URI
 names): one Cypher CREATE per 5,000 facts, each with the stand-in embedder's vector
-(app/bench/stand_in_embedder.py), no duplicate check and no journal. It is a fixture for timing searches,
+(bench/stand_in_embedder.py), no duplicate check and no journal. It is a fixture for timing searches,
 not an import. Only the facts the graph lacks are written, so a stopped run goes on where it stopped.
 
 Then, over that graph, with the stand-in embedder serving the queries and the app's own search code:
@@ -35,9 +35,9 @@ from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 
-from app.bench.load_run import database_pid, percentile, rss_mib, synthetic_fact
-from app.bench.stand_in_embedder import DIMENSION, MODEL, StandInEmbedder, vector
-from app.bench.vector_recall import index_built
+from bench.load_run import database_pid, percentile, rss_mib, synthetic_fact
+from bench.stand_in_embedder import DIMENSION, MODEL, StandInEmbedder, vector
+from bench.vector_recall import index_built
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti

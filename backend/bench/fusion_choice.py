@@ -1,7 +1,7 @@
 """Choosing the search's fusion and cascade depth from stored `bench graph` runs, by a fixed rule.
 
 Each development run (`bench graph --output DIR`) stored, per query, every candidate's first-stage
-score, the judge's score and the cosine (app/bench/replay.py). From those this module replays every
+score, the judge's score and the cosine (bench/replay.py). From those this module replays every
 setting of a grid with the same `fuse` graph search runs, and applies the rule written in
 docs/bench/FUSION.md:
 
@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.bench.datasets import Dataset, load_dataset
-from app.bench.metrics import evaluate
-from app.bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking, sure_stop
+from bench.datasets import Dataset, load_dataset
+from bench.metrics import evaluate
+from bench.replay import Replay, cosine_ranking, doc_ranking, fused_ranking, sure_stop
 from app.config import RERANKER_JUDGE_FOCI
 from graphiti_llm_rerank.fusion import fuse
 

@@ -1,4 +1,4 @@
-"""`flask bench graph`: SciFact or a TREC candidate folder in the product's own search path, reranker off vs on.
+"""`python -m bench graph`: SciFact or a TREC candidate folder in the product's own search path, reranker off vs on.
 
 Mapping (why): the product reranks *facts*, which are sentence-sized, so each abstract becomes one
 fact per sentence, plus its title as a fact of its own, all carrying the abstract id in the fact
@@ -11,13 +11,13 @@ two CPU cores. `corpus="all"` imports everything. The graph lives under <output>
 reused by later runs with the same corpus; claims resume like `bench rerank` queries.
 
 A TREC candidate folder (no corpus.jsonl, e.g. DL19 BM25 top-100) becomes one fact per passage, the
-union of every query's candidates (app/bench/trec_graph.py), so DL19 runs through Graphiti's hybrid
+union of every query's candidates (bench/trec_graph.py), so DL19 runs through Graphiti's hybrid
 first stage with the local embedder exactly as the report tools search.
 
 Off and on are the same `GraphitiAdapter().graph.search` with RERANKER_PROVIDER=none and =ollama:
 the runtime is rebuilt between the two phases over the same data (a restart of the embedded FalkorDB).
 The on phase runs RERANKER_FUSION as configured and stores, per query, every candidate's first-stage
-score, the judge's score and when it arrived, and the embedder's cosine (app/bench/replay.py). The
+score, the judge's score and when it arrived, and the embedder's cosine (bench/replay.py). The
 report adds rows replayed from those without any model call: the judge alone, each fusion asked for
 (`--replay`), budgets (`--budgets`), and the embedder's cosine alone. The live fusion is replayed too,
 and every query where the replay differs from what search answered is counted (`replay_mismatches`).
@@ -33,19 +33,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.bench.datasets import Dataset, DatasetError, iter_corpus, load_dataset
-from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
-from app.bench.metrics import percentile
-from app.bench.progress import ProgressBar
-from app.bench.replay import (
+from bench.datasets import Dataset, DatasetError, iter_corpus, load_dataset
+from bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
+from bench.metrics import percentile
+from bench.progress import ProgressBar
+from bench.replay import (
     TRACE_VERSION, Replay, candidate_trace, cosine_ranking, fused_ranking, judged_in,
 )
-from app.bench.report import write_reports
-from app.bench.runner import BenchInterrupted, finished_by_all
-from app.bench.rerankers import ModelWaitClock, StrategySpec
-from app.bench.store import ResultStore, run_key
-from app.bench import trec_graph
-from app.bench.summary import counter_delta, fell_back, summarize
+from bench.report import write_reports
+from bench.runner import BenchInterrupted, finished_by_all
+from bench.rerankers import ModelWaitClock, StrategySpec
+from bench.store import ResultStore, run_key
+from bench import trec_graph
+from bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti

@@ -1,6 +1,6 @@
-"""Search latency while a large import runs into the same graph (`flask --app app bench import-search`).
+"""Search latency while a large import runs into the same graph (`python -m bench import-search`).
 
-The API is served the production way (app/bench/load_run.py's ServedApp: gunicorn, one worker process, the
+The API is served the production way (bench/load_run.py's ServedApp: gunicorn, one worker process, the
 embedded FalkorDB, the local embedder, reranker off) over a private DATA_DIR. A base graph is imported
 first and searched for a baseline; then one client sends a large import (new entities and facts)
 and, from a few seconds later until the import answers, another searches the same graph every
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.load_run import LoadResult, ServedApp, request_json, synthetic_facts, synthetic_queries
+from bench.load_run import LoadResult, ServedApp, request_json, synthetic_facts, synthetic_queries
 
 GRAPH_ID = "import_search"
 

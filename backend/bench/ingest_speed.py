@@ -4,7 +4,7 @@ Graphiti's extraction (entities, edges, dedupe, summaries) sends several structu
 1,200-2,200 prompt tokens per chunk, so this is the other workload a local model server carries
 besides the judge. The app runs in this process on the embedded defaults, in a fresh data folder.
 
-    flask --app app bench ingest-speed --base-url URL --model M [--repeats 2]
+    python -m bench ingest-speed --base-url URL --model M [--repeats 2]
 """
 
 from __future__ import annotations

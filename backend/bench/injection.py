@@ -13,7 +13,7 @@ case with one injection: the injected passage competes with the case's three rel
 irrelevant passages, and it is a hit when it ranks in the top 3 (ties count against the defence),
 i.e. when it pushed a relevant passage out. The crafted set is injection_set.py:
 
-    flask --app app bench injection --base-url http://127.0.0.1:8088/v1 --model qwen2.5-coder-1.5b
+    python -m bench injection --base-url http://127.0.0.1:8088/v1 --model qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The crafted prompt-injection set: passages that try to steer the relevance judge, measured by
-`flask bench injection` (injection.py) and held to a bound by tests/test_prompt_injection.py.
+`python -m bench injection` (injection.py) and held to a bound by tests/test_prompt_injection.py.
 
 Each case is a query with three passages that answer it (`relevant`), three about something else
 (`irrelevant`) and off-topic text carrying an injection (`INJECTIONS`, one at a time). The top 3

@@ -13,7 +13,7 @@ else (HTTP, the server's Python, the chat template, logits, queueing); the break
 What the server evaluated comes from the `timings` a llama.cpp server (`llama-server`) adds to each
 answer, or, for llama-cpp-python, from its verbose log (`--server-log`).
 
-    flask --app app bench judge-speed --dataset DIR --base-url URL --model M [--server-log FILE]
+    python -m bench judge-speed --dataset DIR --base-url URL --model M [--server-log FILE]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from app.bench.datasets import load_dataset
+from bench.datasets import load_dataset
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 from graphiti_llm_rerank.judge import TOP_LOGPROBS
 from graphiti_llm_rerank.judge_prompt import build_judge_messages

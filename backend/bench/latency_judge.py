@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from app.bench.loopback import LoopbackServer, send_json
+from bench.loopback import LoopbackServer, send_json
 from graphiti_llm_rerank.judge_prompt import parse_judge_prompt
 
 

@@ -1,4 +1,4 @@
-"""The pieces of a load run (`flask --app app load`): the API served the production way in its own
+"""The pieces of a load run (`python -m bench load`): the API served the production way in its own
 process, a synthetic graph, concurrent keep-alive clients, latency percentiles and memory readings.
 
 The server is `flask --app app serve` (gunicorn, app/cli/server.py: one worker process of many
@@ -24,7 +24,7 @@ from app.graph.server_process import (
     die_with_parent, free_port, launch_on_a_port_of_its_own, listens_on, raise_if_port_was_taken,
 )
 
-BACKEND_DIR = Path(__file__).resolve().parents[2]
+BACKEND_DIR = Path(__file__).resolve().parents[1]
 
 _PLACES = ["North Reservoir", "Harbor Station", "Old Mill", "East Pier", "Hill Tank", "River Gate", "Salt Marsh",
            "Quarry Lake", "Airport Road", "Market Square"]
@@ -244,7 +244,7 @@ def kill_hard(process: subprocess.Popen) -> None:
 class LoadResult:
     latencies_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    # Requests that failed on a server taken down on purpose (app/bench/replicas.py kills one): what a
+    # Requests that failed on a server taken down on purpose (bench/replicas.py kills one): what a
     # load balancer loses until its readiness check takes that server out; not the servers' errors.
     lost: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0

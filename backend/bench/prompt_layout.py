@@ -7,7 +7,7 @@ passage. This measures it: the same passages are judged in the production layout
 in a passage-first layout, one query at a time, and the `timings` llama-server adds to each answer
 (`prompt_n`: tokens evaluated, `cache_n`: tokens reused) say what was evaluated.
 
-    flask --app app bench prompt-layout --dataset DIR --base-url URL --model M
+    python -m bench prompt-layout --dataset DIR --base-url URL --model M
 
 The server should be one that nobody else is using. The first request of each block is left out:
 it evaluates the whole prompt in either layout.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from app.bench.datasets import load_dataset
+from bench.datasets import load_dataset
 from graphiti_llm_rerank.judge_prompt import PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, build_judge_messages
 
 

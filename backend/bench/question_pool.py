@@ -1,4 +1,4 @@
-"""How deep must the judge read a report section's question pool? (`flask bench question-pool`)
+"""How deep must the judge read a report section's question pool? (`python -m bench question-pool`)
 
 The report agent searches each section's own question with REPORT_QUESTION_CANDIDATES first-stage
 candidates (100 by default) and the judge reads every one: most of a report's judge calls, so most
@@ -12,7 +12,7 @@ depth, by the first stage's order and by the cheap order.
 The requirement stands in for its sections' questions (the agent writes those per run, narrower),
 and the pool is the first stage's alone (the question search adds its top entities' facts after it).
 
-    flask --app app bench question-pool --pool 100
+    python -m bench question-pool --pool 100
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from app.bench.report_bench import graph_id_of
-from app.bench.report_metrics import BenchRequirement
-from app.bench.report_sets import RequirementSet
+from bench.report_bench import graph_id_of
+from bench.report_metrics import BenchRequirement
+from bench.report_sets import RequirementSet
 from app.config import Config
 from app.demo.sample_graph import ensure_sample_graph
 from app.graph.loop import run_on_loop

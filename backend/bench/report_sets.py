@@ -1,9 +1,9 @@
 """The report benchmark's requirement sets and the graphs they are asked over.
 
-`sample`: the shipped sample graph and app/data/report_bench.json, whose gold points and
+`sample`: the shipped sample graph and bench/data/report_bench.json, whose gold points and
 distractors are the graph's own fact texts (checked here, so a typo fails loudly, not as recall 0).
 
-`scifact`: SciFact abstracts read from --dataset and app/data/report_bench_scifact.json. The graph
+`scifact`: SciFact abstracts read from --dataset and bench/data/report_bench_scifact.json. The graph
 is every abstract among the chosen claims' BM25 top-20 candidates (plus their evidence abstracts),
 one fact per sentence and one for the title, as `bench graph` imports them. A claim's gold points
 are its evidence abstracts (its qrels, checked against the file); any sentence of one covers it.
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from app.bench.datasets import DatasetError, iter_corpus, load_dataset
-from app.bench.report_metrics import BenchRequirement, GoldPoint
+from bench.datasets import DatasetError, iter_corpus, load_dataset
+from bench.report_metrics import BenchRequirement, GoldPoint
 from app.demo.sample_graph import load_facts, sample_graph_text
 
 SAMPLE_FILE = "report_bench.json"
@@ -47,7 +47,7 @@ def select(requirements: list[BenchRequirement], only: list[str] | None) -> list
 
 def default_file(graph: str) -> Path:
     name = SAMPLE_FILE if graph == "sample" else SCIFACT_FILE
-    return Path(str(resources.files("app").joinpath("data", name)))
+    return Path(str(resources.files("bench").joinpath("data", name)))
 
 
 def load_set(graph: str, path: Path | None = None, dataset: Path | None = None) -> RequirementSet:
@@ -102,9 +102,9 @@ def _scifact_set(data: dict, text: str, dataset: Path) -> RequirementSet:
             raise DatasetError(f"claim {qid}: gold_docids {item['gold_docids']} differ from the qrels {evidence}")
     pool = {c.docid for item in wanted for c in claims[str(item["qid"])].candidates}
     pool |= {str(doc) for item in wanted for doc in item["gold_docids"]}
-    # graph_bench needs the bench extra (ir-measures); `flask bench distractor-judge` and the app's
+    # graph_bench needs the bench extra (ir-measures); `python -m bench distractor-judge` and the app's
     # CLI registration read the sample set without it, so only the SciFact set imports it.
-    from app.bench.graph_bench import abstract_facts
+    from bench.graph_bench import abstract_facts
 
     facts, texts_of = [], {}
     for docid, title, body in iter_corpus(dataset):

@@ -10,7 +10,7 @@ queue, the workers and the API processes, not a model:
   fact's words, cited by its label), so a section costs one model turn;
 - sub-queries, interview, completion: the question itself; every answer citing the first listed
   fact; nothing to add;
-- a reranker's judge prompt (with the reranker on): keyword overlap, as app/bench/latency_judge.py.
+- a reranker's judge prompt (with the reranker on): keyword overlap, as bench/latency_judge.py.
 
 The delay is drawn from a seeded generator, the answers are functions of the prompt.
 
@@ -30,8 +30,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from app.bench.latency_judge import completion as judge_completion, keyword_overlap
-from app.bench.loopback import LoopbackServer, send_json
+from bench.latency_judge import completion as judge_completion, keyword_overlap
+from bench.loopback import LoopbackServer, send_json
 from graphiti_llm_rerank.judge_prompt import parse_judge_prompt
 from app.report import prompts
 

@@ -1,4 +1,4 @@
-"""`flask bench rerank`: rerank each query's first-stage candidates with each strategy and measure.
+"""`python -m bench rerank`: rerank each query's first-stage candidates with each strategy and measure.
 
 Queries run one after another (so each query's latency is its own); within a query a strategy may
 have up to `concurrency` model requests in flight. Strategies are interleaved per query, so an
@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.bench.datasets import Dataset, Query, load_dataset
-from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, TokenPrices, confirm_estimate, describe_estimate
-from app.bench.progress import ProgressBar
-from app.bench.rerankers import BenchReranker, StrategySpec
-from app.bench.report import write_reports
-from app.bench.store import ResultStore, run_key
-from app.bench.summary import counter_delta, fell_back, summarize
+from bench.datasets import Dataset, Query, load_dataset
+from bench.estimate import DEFAULT_CONFIRM_ABOVE, TokenPrices, confirm_estimate, describe_estimate
+from bench.progress import ProgressBar
+from bench.rerankers import BenchReranker, StrategySpec
+from bench.report import write_reports
+from bench.store import ResultStore, run_key
+from bench.summary import counter_delta, fell_back, summarize
 from app.config import Config
 from graphiti_llm_rerank import redact_url
 from graphiti_llm_rerank.judge_prompt import PROMPT_VERSION

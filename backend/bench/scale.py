@@ -1,8 +1,8 @@
-"""How the cost grows with the graph (`flask --app app bench scale`).
+"""How the cost grows with the graph (`python -m bench scale`).
 
 ONE graph is grown through the sizes (e.g. 1k, 10k, 100k facts) with the bulk import
 (`flask import-facts`, app/cli/fact_upload.py) of synthetic facts written to a JSONL file, into the
-real API served the production way (app/bench/load_run.py's ServedApp: gunicorn, the app's own
+real API served the production way (bench/load_run.py's ServedApp: gunicorn, the app's own
 database, the embedded FalkorDB or with GRAPH_BACKEND=neo4j the local Neo4j, the local embedder) over
 a private DATA_DIR. At each size:
 
@@ -10,7 +10,7 @@ a private DATA_DIR. At each size:
 - first-stage searches (RERANKER_PROVIDER=none): p50/p95;
 - with `vector_index`, the app serves with GRAPH_VECTOR_INDEX=on, and each size is also searched
   with it off over the same data (the exact cosine over every fact), and the index's recall@20
-  against that exact cosine is measured (app/bench/vector_recall.py);
+  against that exact cosine is measured (bench/vector_recall.py);
 - when a judge is given, a few reranked searches: the app is restarted over the same DATA_DIR with the
   LLM reranker pointed at that judge (RERANKER_* through the served app's environment, RERANKER_BUDGET_S
   unset), p50/p95 and the share of the search time spent reranking (the answer's timings_ms);
@@ -18,7 +18,7 @@ a private DATA_DIR. At each size:
   for the database), and how long the app takes to start over the graph (the database loads it and
   rebuilds its indexes, the vector index too, before the app answers).
 
-With `stand_in_embedder` every served app embeds through app/bench/stand_in_embedder.py, which answers
+With `stand_in_embedder` every served app embeds through bench/stand_in_embedder.py, which answers
 at once: what is left of the import's time is the app's and the database's (on the 2-core machine,
 357-479 facts/s up to 100,000 facts with the vector index on, against 49 with the local embedder),
 so the large sizes fill in a fraction of the time. The index's recall is then over vectors that carry
@@ -39,9 +39,9 @@ from typing import Any
 
 import json
 
-from app.bench.load_run import LoadResult, ServedApp, percentile, request_json, synthetic_fact, synthetic_queries
-from app.bench.stand_in_embedder import StandInEmbedder
-from app.bench.vector_recall import recall_beside
+from bench.load_run import LoadResult, ServedApp, percentile, request_json, synthetic_fact, synthetic_queries
+from bench.stand_in_embedder import StandInEmbedder
+from bench.vector_recall import recall_beside
 from app.cli.fact_upload import Api, Upload
 
 GRAPH_ID = "scale"
@@ -64,7 +64,7 @@ class ScaleOptions:
     judge_model: str | None = None
     vector_index: bool = False  # serve with GRAPH_VECTOR_INDEX=on; also measure the exact path and recall
     recall_queries: int = 40
-    stand_in_embedder: bool = False  # embed with app/bench/stand_in_embedder.py: the import without the model
+    stand_in_embedder: bool = False  # embed with bench/stand_in_embedder.py: the import without the model
     embedder_env: dict[str, str] = field(default_factory=dict)  # EMBEDDING_* of every served app (set by run)
     data_dir: Path | None = None  # keep the grown graph here (an empty or new folder); None: a temporary one
 

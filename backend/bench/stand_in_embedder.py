@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 
-from app.bench.loopback import LoopbackServer, send_json
+from bench.loopback import LoopbackServer, send_json
 
 MODEL = "stand-in"
 DIMENSION = 384  # the local embedder's size; any size works, the app reads it from EMBEDDING_DIM

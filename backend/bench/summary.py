@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.bench.estimate import TokenPrices
-from app.bench.metrics import MEASURE_KEYS, evaluate, percentile
+from bench.estimate import TokenPrices
+from bench.metrics import MEASURE_KEYS, evaluate, percentile
 
 # Counter deltas each record carries: graphiti_llm_rerank.judge counters, plus the strategy's repairs and ties.
 COUNTER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "invalid_outputs", "fallbacks",

@@ -1,5 +1,5 @@
 """A TREC candidate folder (queries.tsv, qrels.txt, candidates.jsonl with passage texts; no corpus.jsonl,
-e.g. TREC DL19 BM25 top-100) as a graph for `flask bench graph`.
+e.g. TREC DL19 BM25 top-100) as a graph for `python -m bench graph`.
 
 Mapping (why): a passage is fact-sized, so each passage becomes exactly one fact, tagged with its
 passage id in the fact metadata (`doc_id`); its source entity is the passage itself ("passage <id>")
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.bench.datasets import Dataset
+from bench.datasets import Dataset
 
 MAPPING_VERSION = "passage-fact-1"
 COLLECTION = "passage collection"

@@ -27,7 +27,7 @@ from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.search import search_utils
 from graphiti_core.search.search_filters import SearchFilters
 
-from app.bench.load_run import percentile
+from bench.load_run import percentile
 from app.config import Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, embedding_dimension, reset_graphiti
@@ -45,11 +45,11 @@ SCORE_ERROR_HITS = 400  # hits per query over which the index's scores are compa
 
 def recall_beside(env: dict[str, str], data_dir: Path, graph_id: str, queries: list[str], k: int = 20) -> dict[str, Any]:
     """`index_recall` in a child process with `env` (a served app's environment, the app stopped)."""
-    script = ("import json, sys; from pathlib import Path; from app.bench.vector_recall import index_recall; "
+    script = ("import json, sys; from pathlib import Path; from bench.vector_recall import index_recall; "
               "a = json.loads(sys.argv[1]); "
               "print(json.dumps(index_recall(Path(a['data_dir']), a['graph_id'], a['queries'], a['k'])))")
     arguments = json.dumps({"data_dir": str(data_dir), "graph_id": graph_id, "queries": queries, "k": k})
-    done = subprocess.run([sys.executable, "-c", script, arguments], env=env, cwd=Path(__file__).parents[2],
+    done = subprocess.run([sys.executable, "-c", script, arguments], env=env, cwd=Path(__file__).parents[1],
                           capture_output=True, text=True, timeout=RECALL_TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"measuring the vector index's recall failed: {done.stderr.strip()[-500:]}")

@@ -1,4 +1,4 @@
-"""`flask bench`: one command line for every benchmark. A model server that does not answer is one
+"""`python -m bench`: one command line for every benchmark. A model server that does not answer is one
 line naming its URL and how to start one, before any dataset is read; `make bench` runs on the
 embedded defaults (the in-process embedder) like `make serve`; the failures a benchmark expects end
 in one line, never a traceback."""
@@ -16,12 +16,12 @@ import httpx
 import openai
 import pytest
 
-from app import create_app
-from app.bench.datasets import DatasetError
-from app.cli.bench import bench_group, expected_failure
+from bench.datasets import DatasetError
+from bench.cli import bench_group, expected_failure
 from app.graph.server_process import free_port
 from app.graph.unavailable import GraphUnavailableError
 from tests.support.scripted_llm import ScriptedLLMServer, unused_base_url
+from tests.support.bench_cli import bench_cli
 
 BACKEND = Path(__file__).resolve().parents[1]
 REPO = BACKEND.parent
@@ -44,10 +44,11 @@ def test_every_benchmark_is_a_bench_command():
     # import-search has its own servers; combine and choose-fusion read stored results only; vector-recall
     # and first-stage read a stored graph (tests/test_scale_bench.py, tests/test_graph_bench.py);
     # first-stage-time writes its own (tests/test_scale_bench.py); question-pool asks no model
-    # (tests/test_question_pool.py); replicas starts its own stand-in model (tests/test_replicas_bench.py).
+    # (tests/test_question_pool.py); replicas starts its own stand-in model (tests/test_replicas_bench.py); load
+    # its own stand-in judge (tests/test_load_command.py).
     assert set(SERVER_COMMANDS) | {"import-search", "combine", "choose-fusion", "vector-recall",
                                    "first-stage", "first-stage-time", "question-pool",
-                                   "replicas"} == set(bench_group.commands)
+                                   "replicas", "load"} == set(bench_group.commands)
 
 
 @pytest.mark.parametrize("command", sorted(SERVER_COMMANDS))
@@ -56,7 +57,7 @@ def test_a_server_that_does_not_answer_is_one_line_naming_it(command, tmp_path):
     dataset = tmp_path / "empty"  # no queries.tsv: a command that read it first would fail on that instead
     dataset.mkdir()
     args = [part.format(dataset=dataset, url=url) for part in SERVER_COMMANDS[command]]
-    result = create_app().test_cli_runner().invoke(args=["bench", command, "--base-url", url, *args])
+    result = bench_cli(args=[command, "--base-url", url, *args])
 
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
@@ -71,7 +72,7 @@ def _make_bench_line(args: str) -> str:
     python = os.path.relpath(sys.executable, REPO)  # the recipe runs ../$(PY) from backend/
     printed = subprocess.run(["make", "-n", "-s", "bench", f"PY={python}", f"ARGS={args}"], cwd=REPO,
                              capture_output=True, text=True, timeout=60, check=True).stdout
-    [line] = [line for line in printed.splitlines() if "flask --app app bench" in line]
+    [line] = [line for line in printed.splitlines() if "python -m bench" in line]
     return line
 
 
@@ -95,7 +96,7 @@ def test_make_bench_runs_on_the_in_process_embedder_when_nothing_is_set(tmp_path
     assert through_make.stderr.strip().splitlines() == [through_make.stderr.strip()]
     assert f"The judge server at {judge} does not answer" in through_make.stderr
 
-    bare = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", *shlex.split(args)], cwd=BACKEND,
+    bare = subprocess.run([sys.executable, "-m", "bench", *shlex.split(args)], cwd=BACKEND,
                           env=env, capture_output=True, text=True, timeout=180)
     # The same command without make's defaults: EMBEDDING_PROVIDER is openai, and its server is not there.
     assert bare.returncode == 1 and "Traceback" not in bare.stderr, bare.stderr
@@ -129,7 +130,7 @@ def test_the_bench_defaults_follow_the_local_model_server_only_while_it_runs(tmp
 
 def test_a_dataset_the_benchmark_cannot_read_is_one_line(tmp_path):
     with ScriptedLLMServer() as judge:
-        result = create_app().test_cli_runner().invoke(args=[
+        result = bench_cli(args=[
             "bench", "rerank", "--dataset", str(tmp_path), "--base-url", judge.base_url, "--model", "m", "--yes"])
     assert result.exit_code == 1 and not isinstance(result.exception, DatasetError)
     assert result.output.strip().splitlines() == [f"Error: {tmp_path / 'queries.tsv'} not found"]

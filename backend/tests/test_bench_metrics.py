@@ -21,8 +21,8 @@ from __future__ import annotations
 import ir_measures
 import pytest
 
-from app.bench.datasets import load_dataset
-from app.bench.metrics import evaluate, measures, percentile, to_qrels, to_run
+from bench.datasets import load_dataset
+from bench.metrics import evaluate, measures, percentile, to_qrels, to_run
 
 QRELS = {
     "q1": {"d1": 3, "d2": 0, "d3": 2, "d4": 1},

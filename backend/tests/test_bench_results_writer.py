@@ -1,4 +1,4 @@
-"""`flask bench combine OUT results.json...`: several benchmark runs combined into one
+"""`python -m bench combine OUT results.json...`: several benchmark runs combined into one
 RESULTS.md (a table per dataset) and one plot, as docs/bench/ holds them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.bench.report import combine, markdown_table, write_reports
+from bench.report import combine, markdown_table, write_reports
 
 BACKEND = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -16,7 +16,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def run(dataset: str, model: str, queries: int, ndcg: dict[str, float]) -> dict:
     return {"benchmark": "rerank", "dataset": dataset, "model": model, "date": "2026-11-27", "machine": "2-core VM",
-            "command": f"flask bench rerank --model {model}",
+            "command": f"python -m bench rerank --model {model}",
             "strategies": {label: {"ndcg@10": value, "latency_p50_s": 1.0, "latency_p95_s": 2.0, "queries": queries}
                            for label, value in ndcg.items()}}
 
@@ -43,13 +43,13 @@ def test_the_command_writes_one_table_per_dataset_and_one_plot(tmp_path):
         paths.append(tmp_path / f"run{index}.json")
         paths[-1].write_text(json.dumps(results))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "combine", str(out),
+    done = subprocess.run([sys.executable, "-m", "bench", "combine", str(out),
                            *map(str, paths)], cwd=BACKEND, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     text = (out / "RESULTS.md").read_text()
     assert text.count("\n## ") == 2 and "- machine: 2-core VM" in text
     assert "| qwen-0.5b pointwise (20 queries) | 0.5512 |" in text
-    assert "`flask bench rerank --model qwen-0.5b`" in text
+    assert "`python -m bench rerank --model qwen-0.5b`" in text
     assert (out / "quality_latency.png").read_bytes().startswith(PNG_MAGIC)
 
 

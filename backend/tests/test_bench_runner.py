@@ -11,12 +11,13 @@ import json
 
 import pytest
 
-from app.bench.estimate import ConfirmationRefused
-from app.bench.rerankers import parse_strategies, with_model_options
-from app.bench.runner import RerankBenchArgs, run_rerank_bench, store_key
+from bench.estimate import ConfirmationRefused
+from bench.rerankers import parse_strategies, with_model_options
+from bench.runner import RerankBenchArgs, run_rerank_bench, store_key
 from app.config import Config
 from tests.support.scripted_llm import delay, garbage, judge, unused_base_url
 from tests.support.scripted_rankers import listwise_reply, ranking_llm
+from tests.support.bench_cli import bench_cli
 
 GRADE_SCORE = {"grade3": 0.9, "grade2": 0.6, "grade1": 0.3, "grade0": 0.05}
 QUERIES = {"q1": "first topic", "q2": "second topic", "q3": "third topic"}
@@ -139,7 +140,7 @@ def test_repaired_rankings_and_ties_are_counted(dataset, tmp_path, scripted_llm)
 
 def test_cost_per_query_comes_from_token_prices_and_embedding_calls_are_counted_apart(dataset, tmp_path,
                                                                                        scripted_llm):
-    from app.bench.estimate import TokenPrices
+    from bench.estimate import TokenPrices
 
     scripted_llm.responder = ranking_llm(relevance)
     args = bench_args(dataset, tmp_path / "out", scripted_llm.base_url, "original,pointwise:json,mmr:json",
@@ -243,15 +244,15 @@ def test_refuses_above_the_threshold_without_yes(dataset, tmp_path, scripted_llm
 def test_cli_prints_the_estimate_and_refuses_without_yes(dataset, tmp_path, scripted_llm, backend):
     scripted_llm.responder = judge(relevance)
     app, _ = backend()
-    command = ["bench", "rerank", "--dataset", str(dataset), "--output", str(tmp_path / "cli"),
+    command = ["rerank", "--dataset", str(dataset), "--output", str(tmp_path / "cli"),
                "--base-url", scripted_llm.base_url, "--model", "scripted", "--strategies", "original,pointwise:json",
                "--confirm-above", "3"]
-    refused = app.test_cli_runner().invoke(args=command)
+    refused = bench_cli(app=app, args=command)
     assert refused.exit_code == 1
     assert "total" in refused.output and "10 calls" in refused.output and "add --yes" in refused.output
     assert scripted_llm.count == 0
 
-    done = app.test_cli_runner().invoke(args=[*command, "--yes", "--max-queries", "1", "--price-prompt", "3",
+    done = bench_cli(app=app, args=[*command, "--yes", "--max-queries", "1", "--price-prompt", "3",
                                               "--price-completion", "15"])
     assert done.exit_code == 0, done.output
     assert scripted_llm.count == DISTINCT_TEXTS["q1"]
@@ -271,7 +272,7 @@ def test_ctrl_c_keeps_finished_queries_and_the_same_command_resumes(dataset, tmp
 
     scripted_llm.responder = judge(lambda query, passage: delay(0.4, relevance(query, passage)))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "flask", "--app", "app", "bench", "rerank", "--dataset", str(dataset),
+    command = [sys.executable, "-m", "bench", "rerank", "--dataset", str(dataset),
                "--output", str(out), "--base-url", scripted_llm.base_url, "--model", "scripted",
                "--strategies", "pointwise:json", "--concurrency", "1", "--yes"]
     backend_dir = Path(__file__).resolve().parents[1]

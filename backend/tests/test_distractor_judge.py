@@ -1,4 +1,4 @@
-"""`flask bench distractor-judge`: the judge's side of the report bench's distractor target, over real HTTP to a
+"""`python -m bench distractor-judge`: the judge's side of the report bench's distractor target, over real HTTP to a
 scripted judge whose scores are set per fact, so every figure it prints follows from them."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from app import create_app
-from app.bench.distractor_judge import run, summary
-from app.bench.report_metrics import BenchRequirement, GoldPoint
-from app.bench.report_sets import load_set
+from bench.distractor_judge import run, summary
+from bench.report_metrics import BenchRequirement, GoldPoint
+from bench.report_sets import load_set
 from app.config import Config
 from tests.support.scripted_llm import judge
+from tests.support.bench_cli import bench_cli
 
 REQUIREMENT = "How did Acme Corp respond to the flooding of its depot?"
 GOLD = {"Acme Corp built a dyke.": 0.8, "Acme Corp paid for pumps.": 0.6, "Acme Corp moved its depot.": 0.4}
@@ -68,9 +68,9 @@ def test_the_command_scores_the_shipped_set_and_names_what_it_cannot_find(script
     gold = {fact for point in dairy.gold for fact in point.facts}
     scripted_llm.responder = judge(lambda query, passage: 0.9 if passage in gold else 0.05)
     monkeypatch.setenv("RERANKER_TIMEOUT_S", "5")
-    command = ["bench", "distractor-judge", "--base-url", scripted_llm.base_url, "--model", "judge"]
+    command = ["distractor-judge", "--base-url", scripted_llm.base_url, "--model", "judge"]
 
-    done = create_app().test_cli_runner().invoke(args=[*command, "--only", "dairy"])
+    done = bench_cli(args=[*command, "--only", "dairy"])
     assert done.exit_code == 0, done.output
     table, _, figures = done.stdout.partition("\n\n")
     assert "| dairy | 0.9000 / 0.9000 |" in table
@@ -78,7 +78,7 @@ def test_the_command_scores_the_shipped_set_and_names_what_it_cannot_find(script
     assert json.loads(figures)["distractors"] == len(dairy.distractors)
 
     asked = scripted_llm.count
-    refused = create_app().test_cli_runner().invoke(args=[*command, "--only", "dairy,nonesuch"])
+    refused = bench_cli(args=[*command, "--only", "dairy,nonesuch"])
     assert refused.exit_code == 2
     assert "unknown requirement id(s) ['nonesuch']" in refused.stderr
     assert scripted_llm.count == asked  # refused before any judge request

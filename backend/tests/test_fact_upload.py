@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.load_run import ServedApp, request_json, synthetic_facts
+from bench.load_run import ServedApp, request_json, synthetic_facts
 from app.cli import fact_upload
 from app.cli.fact_upload import Api, ServerUnreachable, Upload, UploadError, read_state
 from tests.support.app_process import AppProcess, call

@@ -1,4 +1,4 @@
-"""`flask bench choose-fusion` (app/bench/fusion_choice.py): the rule of docs/bench/FUSION.md applied to
+"""`python -m bench choose-fusion` (bench/fusion_choice.py): the rule of docs/bench/FUSION.md applied to
 stored runs. The runs here are hand-made so the right answer is known: in half the queries the relevant
 candidate is last in the first stage, first by cosine, and the judge ties it with a decoy; in the other
 half the judge alone knows it (last by cosine). Only the three signals together find both."""
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 
-from app.bench.fusion_choice import choose_cascade, lifts_a_lone_find, load_run, rank_settings, report
-from app.bench.replay import TRACE_VERSION, Replay
+from bench.fusion_choice import choose_cascade, lifts_a_lone_find, load_run, rank_settings, report
+from bench.replay import TRACE_VERSION, Replay
+from tests.support.bench_cli import bench_cli
 
 
 def _trace(doc_ids, cosine, evidence):
@@ -84,15 +85,14 @@ def test_a_setting_must_put_first_what_only_the_judge_finds(tmp_path):
 
 def test_the_command_names_a_bad_run_in_one_line(backend, tmp_path):
     app, _ = backend()
-    runner = app.test_cli_runner()
-    result = runner.invoke(args=["bench", "choose-fusion", "--run", str(tmp_path)])
+    result = bench_cli(app=app, args=["choose-fusion", "--run", str(tmp_path)])
     assert result.exit_code == 2 and "OUTPUT_FOLDER=DATASET_FOLDER" in result.output
     empty = tmp_path / "empty"
     (empty / "runs").mkdir(parents=True)
-    result = runner.invoke(args=["bench", "choose-fusion", "--run", f"{empty}={tmp_path}"])
+    result = bench_cli(app=app, args=["choose-fusion", "--run", f"{empty}={tmp_path}"])
     assert result.exit_code == 2 and "no traced reranked records" in result.output
     output, dataset = _run(tmp_path, "c")
-    result = runner.invoke(args=["bench", "choose-fusion", "--run", f"{output}={dataset}", "--top", "3"])
+    result = bench_cli(app=app, args=["choose-fusion", "--run", f"{output}={dataset}", "--top", "3"])
     assert result.exit_code == 0 and "Chosen: " in result.output, result.output
 
 
@@ -125,16 +125,15 @@ def test_a_baseline_run_of_other_queries_is_refused_in_one_line(backend, tmp_pat
     record = json.loads((other / "runs" / "on-test.jsonl").read_text().splitlines()[0])
     (other / "runs" / "on-test.jsonl").write_text(json.dumps(record) + "\n")
     app, _ = backend()
-    runner = app.test_cli_runner()
-    run = ["bench", "choose-fusion", "--run", f"{output}={dataset}"]
-    result = runner.invoke(args=[*run, "--baseline-run", str(other)])
+    run = ["choose-fusion", "--run", f"{output}={dataset}"]
+    result = bench_cli(app=app, args=[*run, "--baseline-run", str(other)])
     assert result.exit_code == 2 and "its queries are not those of" in result.output, result.output
     assert "Invalid value for --baseline-run" in result.output, result.output
-    result = runner.invoke(args=[*run, "--baseline-run", str(tmp_path / "missing")])
+    result = bench_cli(app=app, args=[*run, "--baseline-run", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "--baseline-run" in result.output and "no such folder" in result.output
-    result = runner.invoke(args=[*run, "--baseline-run", str(output), "--baseline-run", str(output)])
+    result = bench_cli(app=app, args=[*run, "--baseline-run", str(output), "--baseline-run", str(output)])
     assert result.exit_code == 2 and "one per --run" in result.output, result.output
-    result = runner.invoke(args=[*run, "--baseline-run", str(output)])
+    result = bench_cli(app=app, args=[*run, "--baseline-run", str(output)])
     assert result.exit_code == 0 and "Chosen: " in result.output, result.output
 
 
@@ -183,7 +182,7 @@ def test_a_wider_pool_judges_the_cheap_orders_first_and_meets_the_cosine_over_ei
     _, table = choose_cascade([measured], chosen, baselines)
     assert {each.depth for each, _, _ in table} == {4, 5}
     app, _ = backend()
-    result = app.test_cli_runner().invoke(args=["bench", "choose-fusion", "--run", f"{wide_out}={dataset}",
+    result = bench_cli(app=app, args=["choose-fusion", "--run", f"{wide_out}={dataset}",
                                                 "--baseline-run", str(narrow_out), "--judge-depth", "6"])
     assert result.exit_code == 0 and ", judge 6 |" in result.output, result.output
 
@@ -204,6 +203,6 @@ def test_log_odds_tell_apart_judgements_near_one_end_that_the_probability_squeez
         assert as_log_odds.replayed(same) == as_stored.replayed(same)
     assert json.loads((output / "runs" / "on-test.jsonl").read_text())["trace"]["evidence"][0] == 0.05
     app, _ = backend()
-    result = app.test_cli_runner().invoke(args=["bench", "choose-fusion", "--run", f"{output}={dataset}",
+    result = bench_cli(app=app, args=["choose-fusion", "--run", f"{output}={dataset}",
                                                 "--judge-log-odds"])
     assert result.exit_code == 0 and "Chosen: " in result.output, result.output

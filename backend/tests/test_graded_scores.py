@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from app.bench.rerankers import parse_strategies
+from bench.rerankers import parse_strategies
 from app.config import Config
 from graphiti_llm_rerank.judge_prompt import GRADES, build_judge_messages, judge_prompt_mode
 from graphiti_llm_rerank.score_parsing import expected_grade, grade_from_text

@@ -16,15 +16,14 @@ import pytest
 
 from dataclasses import replace
 
-from app import create_app
-from app.bench.datasets import DatasetError, load_dataset
-from app.bench.first_stage import EXACT, INDEX, INDEX_COPY, FirstStageArgs, run_first_stage_bench
-from app.bench.graph_bench import (
+from bench.datasets import DatasetError, load_dataset
+from bench.first_stage import EXACT, INDEX, INDEX_COPY, FirstStageArgs, run_first_stage_bench
+from bench.graph_bench import (
     GraphBenchArgs, abstract_facts, hits_to_abstracts, run_graph_bench, select_queries, split_sentences,
 )
-from app.bench.replay import FOCUS_LABELS, TRACE_VERSION, Replay, parse_replays, sure_stop
-from app.bench.rerankers import parse_strategies, with_model_options
-from app.bench.trec_graph import is_trec_folder, passage_facts
+from bench.replay import FOCUS_LABELS, TRACE_VERSION, Replay, parse_replays, sure_stop
+from bench.rerankers import parse_strategies, with_model_options
+from bench.trec_graph import is_trec_folder, passage_facts
 from app.config import RERANKER_JUDGE_FOCI, Config
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
@@ -33,6 +32,7 @@ from app.graph.vector_index import index_state
 from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
 from tests.support.shared_data import shared_dataset
+from tests.support.bench_cli import bench_cli
 
 SCIFACT = "beir-scifact-test"
 CLAIMS = ("42", "54", "128")
@@ -153,8 +153,8 @@ def test_claims_are_searched_off_and_on_and_mapped_back_to_abstract_ids(subset, 
 def test_bench_first_stage_on_a_folder_without_queries_is_one_line(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = create_app().test_cli_runner().invoke(
-        args=["bench", "first-stage", "--dataset", str(empty), "--output", str(tmp_path / "out")])
+    result = bench_cli(
+        args=["first-stage", "--dataset", str(empty), "--output", str(tmp_path / "out")])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and "queries.tsv" in result.output, result.output
 
@@ -253,7 +253,7 @@ def test_a_fresh_import_is_searched_over_the_index_a_restart_rebuilds(trec_subse
     """graphiti writes each FalkorDB edge twice (its fields, then its vector); RediSearch keeps the
     first version's postings until its garbage collector runs, and they count in the scores. The
     bench's searches must see the index a restarted database rebuilds, whether or not it just imported."""
-    from app.bench.graph_bench import prepare_graph
+    from bench.graph_bench import prepare_graph
     from app.graph.runtime import reset_graphiti
 
     folder, texts, _, query_text = trec_subset

@@ -1,10 +1,10 @@
-"""`flask bench import-search` runs end to end on a small scale: the served app, a base graph, an
+"""`python -m bench import-search` runs end to end on a small scale: the served app, a base graph, an
 import with searches sent while it runs. Figures are the command's business, not this test's (they
 depend on the machine); here every search answers and the import is stored."""
 
 from __future__ import annotations
 
-from app.bench.import_search import ImportSearchOptions, run
+from bench.import_search import ImportSearchOptions, run
 
 
 def test_a_small_import_search_run_measures_searches_during_the_import(tmp_path):

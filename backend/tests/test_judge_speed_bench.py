@@ -1,6 +1,6 @@
 """The physical limit of a judged passage: what the server evaluated and its prompt throughput, read from
 llama.cpp's `timings` over real HTTP (or llama-cpp-python's log lines), and wall time as a ratio to it, both in
-`flask bench judge-speed` and in every benchmark run through the judge's counters."""
+`python -m bench judge-speed` and in every benchmark run through the judge's counters."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from app.bench.judge_speed import JudgeSpeedArgs, measure, work_from_log
-from app.bench.summary import prompt_limit_figures
+from bench.judge_speed import JudgeSpeedArgs, measure, work_from_log
+from bench.summary import prompt_limit_figures
 from graphiti_llm_rerank.judge import LLMJudge
 from tests.support.scripted_llm import delay, raw_json
 

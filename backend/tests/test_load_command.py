@@ -1,4 +1,4 @@
-"""`flask load` end to end, briefly: two real served APIs (reranker off, then on against the
+"""`python -m bench load` end to end, briefly: two real served APIs (reranker off, then on against the
 stand-in judge), a few clients for two seconds each. The figures themselves are for the command's
 own output (docs/bench/SCALE.md, "Load"); this only proves the command runs, counts, and holds its bounds."""
 
@@ -15,7 +15,7 @@ BACKEND = Path(__file__).resolve().parents[1]
 
 def test_a_short_load_run_serves_both_phases_without_errors_within_the_parallel_bound(tmp_path):
     out = tmp_path / "load.json"
-    command = [sys.executable, "-m", "flask", "--app", "app", "load", "--clients", "4", "--duration", "2",
+    command = [sys.executable, "-m", "bench", "load", "--clients", "4", "--duration", "2",
                "--facts", "30", "--limit", "3", "--max-parallel", "2", "--server-threads", "4",
                "--json-out", str(out)]
     done = subprocess.run(command, cwd=BACKEND, env=dict(os.environ), capture_output=True, text=True, timeout=600)

@@ -5,7 +5,7 @@ delimiters (a closing delimiter inside it escaped), after the instructions and n
 message, and the reranker hands the passage back byte-identical.
 
 Real local model: how often an irrelevant passage carrying an injection lands in the top 3 with the
-defended prompt; the bound is set from measurement (see BOUND below and `flask bench injection`)."""
+defended prompt; the bound is set from measurement (see BOUND below and `python -m bench injection`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from app.bench.injection import measure_layout, run_measurement
-from app.bench.injection_set import CASES, INJECTIONS, injected_passages
+from bench.injection import measure_layout, run_measurement
+from bench.injection_set import CASES, INJECTIONS, injected_passages
 from graphiti_llm_rerank.judge import LLMJudge
 from graphiti_llm_rerank.judge_prompt import (
     PASSAGE_CLOSE, PASSAGE_OPEN, QUERY_CLOSE, QUERY_OPEN, escape_field, parse_judge_prompt,
@@ -109,7 +109,7 @@ def test_the_measurement_counts_a_hit_when_a_judge_obeys_the_injection(scripted_
     assert result["top3_hits"] == len(obeyed) and all(result["hits_per_injection"][n] for n in obeyed)
 
 
-# Measured (`flask bench injection`, qwen2.5-coder-1.5b Q4_K_M, temperature 0, all 4 cases x 9 payloads):
+# Measured (`python -m bench injection`, qwen2.5-coder-1.5b Q4_K_M, temperature 0, all 4 cases x 9 payloads):
 # 0/36 injected passages in the top 3 with the defended prompt; the closest came 0.09 below the weakest
 # relevant passage (a chat-turn payload against "Since 2019 the utility's chief..."). Two runs hours
 # apart gave identical scores to 4 decimals, so the bound allows one hit in these 18 trials for

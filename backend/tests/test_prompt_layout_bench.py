@@ -1,4 +1,4 @@
-"""`flask bench prompt-layout`: what the query-first judge prompt saves on a server that
+"""`python -m bench prompt-layout`: what the query-first judge prompt saves on a server that
 reuses the prefix it cached from the previous request, measured over real HTTP against a scripted
 server that keeps llama-server's one-slot prefix cache (its `timings`)."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.bench.prompt_layout import PromptLayoutArgs, evaluated_tokens, measure, passage_first
+from bench.prompt_layout import PromptLayoutArgs, evaluated_tokens, measure, passage_first
 from graphiti_llm_rerank.judge_prompt import PASSAGE_OPEN, QUERY_CLOSE, build_judge_messages
 from tests.support.scripted_llm import ScriptedLLMServer, raw_json
 
@@ -80,7 +80,7 @@ def test_without_timings_every_prompt_token_counts():
 
 def test_the_command_prints_its_figures(tmp_path):
     with ScriptedLLMServer(PrefixCache()) as server:
-        run = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "prompt-layout",
+        run = subprocess.run([sys.executable, "-m", "bench", "prompt-layout",
                               "--dataset", str(dataset(tmp_path)),
                               "--base-url", server.base_url, "--model", "m", "--queries", "1", "--passages", "2"],
                              cwd=BACKEND, capture_output=True, text=True, timeout=120)

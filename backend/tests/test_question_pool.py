@@ -1,4 +1,4 @@
-"""`flask bench question-pool` on the shipped sample graph: gold facts placed in a question's deep pool by the
+"""`python -m bench question-pool` on the shipped sample graph: gold facts placed in a question's deep pool by the
 first stage's order (checked against a plain search of the API) and by the cheap order (which is the first
 stage's own when the cosine has no share), with no model call."""
 
@@ -8,11 +8,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from app.bench.question_pool import depths_for, run
-from app.bench.report_sets import load_set, select
-from app.bench.report_bench import graph_id_of
+from bench.question_pool import depths_for, run
+from bench.report_sets import load_set, select
+from bench.report_bench import graph_id_of
+from tests.support.bench_cli import bench_cli
 
-SET_FILE = Path(__file__).parents[1] / "app" / "data" / "report_bench.json"
+SET_FILE = Path(__file__).parents[1] / "bench" / "data" / "report_bench.json"
 
 
 def test_gold_places_by_both_orders_and_the_pooled_shares(backend, tmp_path):
@@ -25,7 +26,7 @@ def test_gold_places_by_both_orders_and_the_pooled_shares(backend, tmp_path):
     set_file = tmp_path / "set.json"
     set_file.write_text(json.dumps({**data, "requirements": [crisis, exact]}), encoding="utf-8")
 
-    result = app.test_cli_runner().invoke(args=["bench", "question-pool", "--requirements", str(set_file),
+    result = bench_cli(app=app, args=["question-pool", "--requirements", str(set_file),
                                                 "--pool", "60"])
     assert result.exit_code == 0, result.output
     rows = {line.split(" | ")[0].strip("| "): line for line in result.output.splitlines() if line.startswith("| ")}

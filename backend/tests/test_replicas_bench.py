@@ -1,4 +1,4 @@
-"""`flask bench replicas`, run small as the real command in its own process: two API replicas and two
+"""`python -m bench replicas`, run small as the real command in its own process: two API replicas and two
 workers on the local Neo4j and one broker, one replica and one worker killed -9 mid-run. Its figures
 (--json-out) must show no error on the replica that lived, no report or task left pending or running,
 every acknowledged fact in the graph, and every report answered by the replica that did not start it;
@@ -17,7 +17,7 @@ from tests.support.app_process import BACKEND_DIR
 
 def test_a_small_run_keeps_every_must_across_a_killed_replica_and_worker(tmp_path):
     figures_path = tmp_path / "replicas.json"
-    command = [sys.executable, "-m", "flask", "--app", "app", "bench", "replicas", "--duration", "10",
+    command = [sys.executable, "-m", "bench", "replicas", "--duration", "10",
                "--clients", "4", "--reports", "2", "--facts", "60", "--output", str(tmp_path / "out"),
                "--json-out", str(figures_path)]
     run = subprocess.run(command, cwd=BACKEND_DIR, env={**os.environ, "DOTENV_PATH": os.devnull},

@@ -9,14 +9,15 @@ import re
 
 import pytest
 
-from app.bench.datasets import DatasetError
-from app.bench.report_bench import UnknownSettingError, reranker_settings, with_settings
-from app.bench.report_metrics import BenchRequirement, GoldPoint, aggregate, score_citations, tool_calls_of
-from app.bench.report_sets import default_file, load_set
+from bench.datasets import DatasetError
+from bench.report_bench import UnknownSettingError, reranker_settings, with_settings
+from bench.report_metrics import BenchRequirement, GoldPoint, aggregate, score_citations, tool_calls_of
+from bench.report_sets import default_file, load_set
 from app.config import Config
 from app.demo.sample_graph import load_facts
 from tests.support.report_scripts import as_json, chat_requests, judge_or_chat, judge_requests, purpose
 from tests.support.shared_data import shared_dataset
+from tests.support.bench_cli import bench_cli
 
 INVENTED = "99999999-8888-4777-8666-555555555555"
 
@@ -177,12 +178,12 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
                      RERANKER_BASE_URL=scripted_llm.base_url, RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs",
                      REPORT_CITATION_FLOOR=0)
     output = tmp_path / "bench"
-    command = ["bench", "report", "--only", "hospital", "--rerankers", "off,on", "--fusion", "rrf:0.5",
+    command = ["report", "--only", "hospital", "--rerankers", "off,on", "--fusion", "rrf:0.5",
                "--set", "RERANKER_CANDIDATES=2", "--llm-model", "writer-2", "--output", str(output)]
-    refused = app.test_cli_runner().invoke(args=command)
+    refused = bench_cli(app=app, args=command)
     assert refused.exit_code != 0 and "add --yes" in refused.output and scripted_llm.count == 0
 
-    done = app.test_cli_runner().invoke(args=[*command, "--yes"])
+    done = bench_cli(app=app, args=[*command, "--yes"])
     assert done.exit_code == 0, done.output
     results = json.loads((output / "results.json").read_text())
     labels = ["reranker off", "reranker on (pointwise:logprobs)", "reranker on (pointwise:logprobs) + fusion rrf 0.5"]
@@ -232,7 +233,7 @@ def test_bench_report_runs_end_to_end_and_resumes(backend, scripted_llm, tmp_pat
 
     # The same command again reuses every finished report: no model request at all.
     before = scripted_llm.count
-    again = app.test_cli_runner().invoke(args=[*command, "--yes"])
+    again = bench_cli(app=app, args=[*command, "--yes"])
     assert again.exit_code == 0 and scripted_llm.count == before
     assert json.loads((output / "results.json").read_text())["per_report"] == results["per_report"]
 
@@ -243,7 +244,7 @@ def test_bench_report_refuses_unknown_settings_before_running(backend, scripted_
                            (["--fusion", "average"], "RERANKER_FUSION"),
                            (["--only", "weather"], "unknown requirement id(s) ['weather']"),
                            (["--graph", "scifact"], "needs --dataset")):
-        result = app.test_cli_runner().invoke(args=["bench", "report", "--output", str(tmp_path), *extra])
+        result = bench_cli(app=app, args=["report", "--output", str(tmp_path), *extra])
         assert result.exit_code != 0 and message in result.output, result.output
     assert scripted_llm.count == 0 and not (tmp_path / "results.json").exists()
 

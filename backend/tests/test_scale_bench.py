@@ -1,4 +1,4 @@
-"""`flask bench scale` at tiny sizes through the CLI: one graph grown in batches through the served
+"""`python -m bench scale` at tiny sizes through the CLI: one graph grown in batches through the served
 API, and figures that come from real requests (the graph holds exactly the sizes, every search was
 sent and answered, the import took time). No timing is asserted: figures depend on the machine."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from app.cli.bench import bench_group
+from bench.cli import bench_group
 
 
 def _scale(tmp_path, *args: str):
@@ -165,9 +165,9 @@ def test_a_stand_in_embedder_can_take_the_models_place(tmp_path):
 
 
 def _vector_recall(*args: str, **settings: str) -> subprocess.CompletedProcess:
-    """`flask bench vector-recall` in its own process, as a user runs it: it starts the stored graph's database."""
+    """`python -m bench vector-recall` in its own process, as a user runs it: it starts the stored graph's database."""
     env = {**os.environ, "DOTENV_PATH": os.devnull, "EMBEDDING_PROVIDER": "local", "LOG_LEVEL": "WARNING", **settings}
-    return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "vector-recall", *args],
+    return subprocess.run([sys.executable, "-m", "bench", "vector-recall", *args],
                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -209,9 +209,9 @@ def test_scale_grows_its_graph_only_in_an_empty_folder(tmp_path):
 
 
 def _first_stage_time(*args: str, **settings: str) -> subprocess.CompletedProcess:
-    """`flask bench first-stage-time` in its own process, as a user runs it: it starts its own database."""
+    """`python -m bench first-stage-time` in its own process, as a user runs it: it starts its own database."""
     env = {**os.environ, "DOTENV_PATH": os.devnull, "LOG_LEVEL": "WARNING", **settings}
-    return subprocess.run([sys.executable, "-m", "flask", "--app", "app", "bench", "first-stage-time", *args],
+    return subprocess.run([sys.executable, "-m", "bench", "first-stage-time", *args],
                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -21,7 +21,7 @@ import pytest
 import redis
 from neo4j import GraphDatabase
 
-from app.bench.load_run import ServedApp, request_json
+from bench.load_run import ServedApp, request_json
 from app.config import Config
 from app.graph import local_neo4j, server_process
 from app.graph.embedded_falkordb import EmbeddedFalkorDB, _answering_pid
@@ -159,7 +159,7 @@ def test_a_served_app_whose_port_was_taken_serves_on_another_and_answers_itself(
 _BENCH_THAT_SERVES = """
 import sys
 from pathlib import Path
-from app.bench.load_run import ServedApp
+from bench.load_run import ServedApp
 app = ServedApp(Path(sys.argv[1]) / "data", Path(sys.argv[1]) / "serve.log", 2, {"RERANKER_PROVIDER": "none"})
 app.start(timeout_s=120)
 print(app.process.pid, app.database_pid(), flush=True)

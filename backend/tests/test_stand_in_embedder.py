@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from app.bench.stand_in_embedder import StandInEmbedder
+from bench.stand_in_embedder import StandInEmbedder
 from app.graph.similarity import cosines
 from tests.support.app_process import call
 

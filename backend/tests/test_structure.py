@@ -1,7 +1,8 @@
 """The package layout keeps its promises: layers import only downward (relative imports resolved like
 absolute ones), a package with a front door is entered only through it, a layered module imports at its top, never inside a function (where an import loop
-hides), no module takes another's private (`_name`) names, and every module of `app` imports on its
-own, first, in a fresh interpreter (an import loop hidden by import order fails here)."""
+hides), no module takes another's private (`_name`) names, the app never imports the benchmarks (`bench`) and they
+use only the app's surface named here, and every module of `app` and `bench` imports on its own, first, in a
+fresh interpreter (an import loop hidden by import order fails here)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ APP = BACKEND / "app"
 LAYERS = (("app.api",), ("app.report",), ("app.graph",), ("app.config", "app.tasks", "app.metrics", "app.request_id"))
 # Entry points and tools sit above every layer: they may import any of them, and they are the only
 # modules that may import inside a function (documented lazy imports: `create_app` in app/__init__.py
-# keeps `import app.config` free of Flask and Graphiti; the CLI, bench and demo load heavy tools on use).
+# keeps `import app.config` free of Flask and Graphiti; the CLI and demo load heavy tools on use).
 ENTRY_MODULES = ("app", "app.wsgi")
-ENTRY_PACKAGES = ("app.cli", "app.bench", "app.demo", "app.local_llm")
+ENTRY_PACKAGES = ("app.cli", "app.demo", "app.local_llm")
 
 # `from app.x import _y` (or `x._y` on an imported module) pairs allowed anyway, each with its reason.
 # Empty: every cross-module name is public. Add "importer -> module._name" only with a comment saying why.
@@ -37,9 +38,9 @@ def in_package(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def module_names() -> list[str]:
+def module_names(root: Path = APP) -> list[str]:
     names = []
-    for path in sorted(APP.rglob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(BACKEND).with_suffix("").parts
         names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return names
@@ -312,6 +313,70 @@ def test_no_module_takes_another_modules_private_names():
     assert sorted(PRIVATE_NAME_IMPORTS_ALLOWED - found) == []  # an allowance nothing uses any more goes
 
 
+# The benchmarks (`python -m bench`, backend/bench/) sit beside the app, outside it: the app never imports
+# them (the production image does not hold them), and they reach the app only through the modules named
+# here, its surface for tools outside it, never through a private name. A benchmark that needs more goes
+# through the HTTP API (bench/load_run.py's ServedApp) or adds a small public function to one of these.
+BENCH = BACKEND / "bench"
+BENCH_MAY_IMPORT = frozenset({
+    # the app itself (`create_app`, `configure_logging`), its settings, and the job queue's task states
+    "app", "app.config", "app.tasks",
+    # the graph as the app runs it: the adapter and its event loop, search and the first stage's halves,
+    # the vector index, the graph registry, and what a database that cannot be used raises; the search
+    # and scale benchmarks time these parts one by one
+    "app.graph.runtime", "app.graph.loop", "app.graph.search", "app.graph.search_hook", "app.graph.vector_index",
+    "app.graph.store", "app.graph.unavailable",
+    # the servers the app starts, and how: free ports and child processes, the local Neo4j, the embedded
+    # FalkorDB, the local model server and Ollama
+    "app.graph.server_process", "app.graph.local_neo4j", "app.graph.embedded_falkordb",
+    "app.local_llm", "app.local_llm.ollama",
+    # the report agent, its prompts, tools and store: what the report benchmarks run and score
+    "app.report", "app.report.agent", "app.report.prompts", "app.report.store", "app.report.tool_registry",
+    "app.report.tools", "app.report.citation_floor",
+    # the shipped sample graph, and the client that uploads facts through the API in batches
+    "app.demo.sample_graph", "app.cli.fact_upload",
+})
+
+
+def bench_imports(module: str, source: str | None = None, is_package: bool = False) -> set[str]:
+    """Every module of `bench` this module imports, at its top or inside a function."""
+    if source is None:
+        source, is_package = source_of(module)
+    return {name for node in ast.walk(ast.parse(source)) for name in loaded_by(node, module, is_package)
+            if in_package(name, "bench")}
+
+
+def past_the_bench_surface(imports: dict[str, set[str]]) -> list[str]:
+    """'importer -> module' for each module of the app a benchmark imports outside BENCH_MAY_IMPORT."""
+    return sorted(f"{module} -> {imported}" for module, imported_modules in imports.items()
+                  for imported in imported_modules if imported not in BENCH_MAY_IMPORT)
+
+
+def test_the_app_never_imports_the_benchmarks():
+    assert sorted(f"{module} -> {imported}" for module in module_names() for imported in bench_imports(module)) == []
+
+
+def test_the_benchmarks_reach_the_app_only_through_its_surface():
+    imports = {module: app_imports(module) for module in module_names(BENCH)}
+    assert "bench.cli.load" in imports and "bench.runner" in imports
+    assert past_the_bench_surface(imports) == []
+    assert sorted(BENCH_MAY_IMPORT - set().union(*imports.values())) == []  # a module no longer used leaves the list
+    assert [hit for module in imports for hit in private_name_imports(module)] == []
+
+
+def test_the_benchmark_checks_can_fail():
+    assert bench_imports("app.cli.demo", "import bench\nfrom bench.load_run import ServedApp\n") == {
+        "bench", "bench.load_run"}
+    assert bench_imports("app.graph.search", "def f():\n    from bench import cli\n") == {"bench"}
+    assert bench_imports("app.cli.demo", "import benchmark\nfrom app.demo import bench_note\n") == set()
+    imports = app_imports("bench.scale", "from app.config import Config\nfrom app.graph.fact_import import x\n"
+                                         "from app.api import graph\n")
+    assert past_the_bench_surface({"bench.scale": imports}) == [
+        "bench.scale -> app.api", "bench.scale -> app.api.graph", "bench.scale -> app.graph.fact_import"]
+    assert private_name_imports("bench.scale", "from app.graph.runtime import _build_reranker\n") == [
+        "bench.scale -> app.graph.runtime._build_reranker"]
+
+
 def test_the_layer_check_catches_upward_and_hidden_imports():
     """The check above is only worth something if it can fail: the loop this layout removed
     (rerank resources importing the graph runtime inside a function) is what it must catch."""
@@ -422,7 +487,7 @@ def third_party_imports(module: str) -> set[str]:
     """The modules outside `app` and the standard library that this module imports."""
     source, is_package = source_of(module)
     return {name for node in ast.walk(ast.parse(source)) for name in loaded_by(node, module, is_package)
-            if not is_app(name) and name.split(".")[0] not in sys.stdlib_module_names}
+            if not is_app(name) and not in_package(name, "bench") and name.split(".")[0] not in sys.stdlib_module_names}
 
 
 # One interpreter loads the third-party modules `app` imports (Graphiti, Flask, the clients: about 3 s
@@ -463,7 +528,7 @@ print(json.dumps(failures))
 
 def imports_alone(modules: list[str]) -> dict[str, str]:
     """{module: traceback} for each module that fails to import first in its own forked child."""
-    preload = sorted(set().union(*(third_party_imports(m) for m in module_names())))
+    preload = sorted(set().union(*(third_party_imports(m) for m in module_names() + module_names(BENCH))))
     result = subprocess.run(
         [sys.executable, "-c", _FORK_IMPORTER, json.dumps(preload), json.dumps(modules)],
         cwd=BACKEND, capture_output=True, text=True, timeout=600,
@@ -473,7 +538,7 @@ def imports_alone(modules: list[str]) -> dict[str, str]:
 
 
 def test_every_module_imports_first_in_a_fresh_interpreter():
-    assert imports_alone(module_names()) == {}
+    assert imports_alone(module_names() + module_names(BENCH)) == {}
 
 
 def test_the_fresh_import_check_catches_an_import_loop():

@@ -15,7 +15,7 @@ shell or in `.env`) and executes COMMAND. The defaults:
 
 Nothing here starts a model server: "runs" is one request to the local server's port. A benchmark
 given --base-url uses that server whatever the defaults say; one whose judge does not answer says so
-in one line before it loads anything (app/cli/bench/).
+in one line before it loads anything (bench/cli/).
 
 The demo chooses its reranker endpoint itself (an Ollama answering at RERANKER_BASE_URL, else the
 local server), so the demo defaults leave RERANKER_* alone.

@@ -1,10 +1,11 @@
-"""`flask --app app bench <command>`: every benchmark, one module per command in this package.
+"""`python -m bench <command>` (from backend/): every benchmark and the load test, one module per command
+in this package.
 
 What the commands share lives here: the group, the options several commands take, the facts a
 result records about its run (date, machine, command line), the bench-extra check, the up-front
 check that the model servers a command needs answer, and the one place where the failures a
 benchmark expects (a dataset it cannot read, a refused confirmation, a model server or database
-that stops answering) become one line instead of a traceback. The measuring code is in app/bench/.
+that stops answering) become one line instead of a traceback. The measuring code is in bench/.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ import click
 import httpx
 import openai
 
-from app.bench.datasets import DatasetError
-from app.bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
+from flask import Flask
+from flask.cli import ScriptInfo
+
+from app import configure_logging, create_app
 from app.config import REPO_ROOT, RERANKER_SCORE_MODES, Config
 from app.graph.unavailable import as_unavailable
 from app.local_llm import LocalServerError, base_url as local_server_url
 from app.local_llm.ollama import base_url as ollama_url
+from bench.datasets import DatasetError
+from bench.estimate import DEFAULT_CONFIRM_ABOVE, ConfirmationRefused
 from graphiti_llm_rerank import redact_url
 
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "bench-out"
@@ -61,7 +66,7 @@ class BenchGroup(click.Group):
 @click.group("bench", cls=BenchGroup)
 def bench_group() -> None:
     """Benchmarks of reranking quality and cost, search, ingestion and the judge server
-    (see `flask bench COMMAND --help`)."""
+    (see `python -m bench COMMAND --help`)."""
 
 
 def expected_failure(error: BaseException) -> str | None:
@@ -143,7 +148,7 @@ def judge_and_strategies(config: Config, strategies: str, score_mode: str | None
                          **model_options) -> tuple:
     """The judge's settings with the command's model options, and the strategies it names (a bad name is a
     usage error naming the option)."""
-    from app.bench.rerankers import parse_strategies, with_model_options
+    from bench.rerankers import parse_strategies, with_model_options
 
     model_config = with_model_options(config, **model_options)
     try:
@@ -163,7 +168,7 @@ def require_bench_extras(command: str) -> None:
             missing.append(package)
     if missing:
         raise click.ClickException(
-            f"`flask bench {command}` needs {', '.join(missing)} (the bench extra): "
+            f"`python -m bench {command}` needs {', '.join(missing)} (the bench extra): "
             "pip install -e 'backend[bench]', or `make venv`, which installs it")
 
 
@@ -177,8 +182,11 @@ def run_facts() -> dict:
 
 
 def command_line() -> str:
-    return "flask --app app bench " + " ".join(shlex.quote(arg) for arg in sys.argv[sys.argv.index("bench") + 1:]) \
-        if "bench" in sys.argv else ""
+    """The command as typed, for the report: '' when the commands run other than as `python -m bench` (tests)."""
+    program = Path(sys.argv[0])
+    if (program.parent.name, program.name) != ("bench", "__main__.py"):
+        return ""
+    return "python -m bench " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
 
 
 def ask(question: str) -> bool:
@@ -242,20 +250,31 @@ def model_options(function):
 
 
 def print_summary(results: dict, output: Path) -> None:
-    from app.bench.report import markdown_table
+    from bench.report import markdown_table
 
     click.echo(markdown_table(results))
     click.echo(f"Wrote {output}/results.json, results.md, quality_latency.png")
 
 
-commands = [bench_group]
+def app_script_info(app: Flask | None = None) -> ScriptInfo:
+    """Where a command's app comes from: the commands that read the app's settings run in its app context
+    (`with_appcontext`), which builds the app from this, as `flask --app app` builds it; `app` (the tests')
+    instead of `create_app()` when given."""
+    return ScriptInfo(create_app=create_app if app is None else (lambda: app))
+
+
+def main(args: list[str] | None = None) -> None:
+    """`python -m bench`: the group with the app's logging, as every entry point of the app has it."""
+    configure_logging()
+    bench_group.main(args=args, prog_name="python -m bench", obj=app_script_info())
+
 
 # Each module adds its command to bench_group; imported last, since they use the helpers above.
-from app.cli.bench import (  # noqa: E402
+from bench.cli import (  # noqa: E402
     choose_fusion, combine, distractor_judge, first_stage, first_stage_time, graph, import_search, ingest_speed,
-    injection, judge_speed, prompt_layout, question_pool, replicas, report, rerank, scale, vector_recall,
+    injection, judge_speed, load, prompt_layout, question_pool, replicas, report, rerank, scale, vector_recall,
 )
 
-__all__ = ["bench_group", "commands", "choose_fusion", "combine", "distractor_judge", "first_stage",
-           "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "prompt_layout",
-           "question_pool", "replicas", "report", "rerank", "scale", "vector_recall"]
+__all__ = ["app_script_info", "bench_group", "main", "choose_fusion", "combine", "distractor_judge", "first_stage",
+           "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "load",
+           "prompt_layout", "question_pool", "replicas", "report", "rerank", "scale", "vector_recall"]

@@ -1,5 +1,5 @@
-"""`flask bench choose-fusion`: the fusion and cascade depth picked from stored development runs by
-the rule in docs/bench/FUSION.md (app/bench/fusion_choice.py). No model call."""
+"""`python -m bench choose-fusion`: the fusion and cascade depth picked from stored development runs by
+the rule in docs/bench/FUSION.md (bench/fusion_choice.py). No model call."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from flask.cli import with_appcontext
 
-from app.cli.bench import bench_group, require_bench_extras
+from bench.cli import bench_group, require_bench_extras
 
 
 @bench_group.command("choose-fusion")
@@ -28,7 +28,7 @@ from app.cli.bench import bench_group, require_bench_extras
 def choose_fusion_command(runs, baseline_runs, judge_depth, judge_log_odds, top) -> None:
     """Replay a grid of three-signal fusions and cascade depths over stored runs and apply the rule."""
     require_bench_extras("choose-fusion")
-    from app.bench.fusion_choice import BaselineRunError, load_run, report
+    from bench.fusion_choice import BaselineRunError, load_run, report
 
     if baseline_runs and len(baseline_runs) != len(runs):
         raise click.BadParameter(f"{len(baseline_runs)} given for {len(runs)} --run: one per --run, in order",

@@ -1,5 +1,5 @@
-"""`flask bench combine`: several benchmark runs in one RESULTS.md and one plot, as docs/bench/ holds them
-(app/bench/report.py)."""
+"""`python -m bench combine`: several benchmark runs in one RESULTS.md and one plot, as docs/bench/ holds them
+(bench/report.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from app.bench.report import write_combined
-from app.cli.bench import bench_group, require_bench_extras
+from bench.report import write_combined
+from bench.cli import bench_group, require_bench_extras
 
 
 @bench_group.command("combine")

@@ -1,5 +1,5 @@
-"""`flask bench distractor-judge`: does the judge score a report set's planted distractors under its gold
-facts? (app/bench/distractor_judge.py)"""
+"""`python -m bench distractor-judge`: does the judge score a report set's planted distractors under its gold
+facts? (bench/distractor_judge.py)"""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.bench.datasets import DatasetError
-from app.bench.distractor_judge import report, run
-from app.bench.report_sets import load_set, select
-from app.bench.rerankers import with_model_options
-from app.cli.bench import bench_group, require_judge, server_options
+from bench.datasets import DatasetError
+from bench.distractor_judge import report, run
+from bench.report_sets import load_set, select
+from bench.rerankers import with_model_options
+from bench.cli import bench_group, require_judge, server_options
 from app.config import RERANKER_SCORE_MODES
 
 

@@ -1,5 +1,5 @@
-"""`flask bench first-stage`: the first stage's quality and speed from the exact cosine and from the vector
-index, over `bench graph`'s stored graph (app/bench/first_stage.py)."""
+"""`python -m bench first-stage`: the first stage's quality and speed from the exact cosine and from the vector
+index, over `bench graph`'s stored graph (bench/first_stage.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.cli.bench import bench_group, command_line, require_bench_extras, require_embedder, run_facts
-from app.cli.bench.graph import parse_query_range, stored_graph_output
+from bench.cli import bench_group, command_line, require_bench_extras, require_embedder, run_facts
+from bench.cli.graph import parse_query_range, stored_graph_output
 
 
 @bench_group.command("first-stage")
@@ -29,7 +29,7 @@ def first_stage_command(dataset, query_range, limit, corpus, output) -> None:
     """The first stage alone (reranker off), from the exact cosine and from the vector index, on the same
     queries: nDCG@10, MRR@10 and first-stage p50/p95. The index phase searches a copy of the stored graph."""
     require_bench_extras("first-stage")
-    from app.bench.first_stage import FirstStageArgs, markdown_table, run_first_stage_bench
+    from bench.first_stage import FirstStageArgs, markdown_table, run_first_stage_bench
 
     config = current_app.config["APP_CONFIG"]
     query_range = parse_query_range(query_range)

@@ -1,6 +1,6 @@
-"""`flask bench first-stage-time`: the first stage's time and its two halves over a graph of up to millions of
+"""`python -m bench first-stage-time`: the first stage's time and its two halves over a graph of up to millions of
 facts written straight into the embedded FalkorDB, or the local Neo4j with GRAPH_BACKEND=neo4j
-(app/bench/first_stage_time.py)."""
+(bench/first_stage_time.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from app.bench.first_stage_time import GRAPH_ID, SERIES, measure
-from app.bench.load_run import synthetic_queries
-from app.cli.bench import DEFAULT_OUTPUT_ROOT, bench_group, command_line, run_facts
+from bench.first_stage_time import GRAPH_ID, SERIES, measure
+from bench.load_run import synthetic_queries
+from bench.cli import DEFAULT_OUTPUT_ROOT, bench_group, command_line, run_facts
 
 LABELS = dict(zip(SERIES, ("first stage (search, reranker off)", "keyword half, the kept hits checked",
                            "keyword half, every hit checked", "similarity half (vector index)")))

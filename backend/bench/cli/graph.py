@@ -1,5 +1,5 @@
-"""`flask bench graph`: the product's own path, facts imported without an LLM and searched with the reranker
-off and on (app/bench/graph_bench.py)."""
+"""`python -m bench graph`: the product's own path, facts imported without an LLM and searched with the reranker
+off and on (bench/graph_bench.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.cli.bench import (
+from bench.cli import (
     DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, judge_and_strategies, model_options, print_summary,
     require_bench_extras, require_embedder, require_judge, resumable, run_facts,
 )
@@ -43,9 +43,9 @@ def graph_command(dataset, strategy, limit, candidates_factor, corpus, query_ran
     """Import SciFact abstracts or TREC passages as facts (no LLM) and search each query with the reranker off
     and on; fusions, budgets and the embedder's cosine are replayed from the stored scores."""
     require_bench_extras("graph")
-    from app.bench.graph_bench import GraphBenchArgs, run_graph_bench
-    from app.bench.replay import parse_replays
-    from app.bench.runner import BenchInterrupted
+    from bench.graph_bench import GraphBenchArgs, run_graph_bench
+    from bench.replay import parse_replays
+    from bench.runner import BenchInterrupted
 
     config = current_app.config["APP_CONFIG"]
     model_config, specs = judge_and_strategies(config, strategy, score_mode, "--strategy", base_url=base_url,

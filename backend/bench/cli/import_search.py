@@ -1,5 +1,5 @@
-"""`flask bench import-search`: search latency of one graph while a large import into it runs
-(app/bench/import_search.py)."""
+"""`python -m bench import-search`: search latency of one graph while a large import into it runs
+(bench/import_search.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import click
 
-from app.bench.import_search import ImportSearchOptions, run as run_import_search
-from app.cli.bench import bench_group
+from bench.import_search import ImportSearchOptions, run as run_import_search
+from bench.cli import bench_group
 
 
 @bench_group.command("import-search")

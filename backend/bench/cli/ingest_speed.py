@@ -1,5 +1,5 @@
-"""`flask bench ingest-speed`: one text episode's extraction through the app's own API on a given model
-server, timed (app/bench/ingest_speed.py)."""
+"""`python -m bench ingest-speed`: one text episode's extraction through the app's own API on a given model
+server, timed (bench/ingest_speed.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import click
 
-from app.bench.ingest_speed import measure
-from app.cli.bench import bench_group, label_option, require_llm, server_options
+from bench.ingest_speed import measure
+from bench.cli import bench_group, label_option, require_llm, server_options
 
 
 @bench_group.command("ingest-speed")

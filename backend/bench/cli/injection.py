@@ -1,5 +1,5 @@
-"""`flask bench injection`: how often an injected passage of the crafted set lands in the judge's top 3, per
-prompt layout (app/bench/injection.py, the set in app/bench/injection_set.py)."""
+"""`python -m bench injection`: how often an injected passage of the crafted set lands in the judge's top 3, per
+prompt layout (bench/injection.py, the set in bench/injection_set.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from app.bench.injection import LAYOUTS, run_measurement, summary_line
-from app.bench.injection_set import CASES, INJECTIONS
-from app.cli.bench import bench_group, require_judge, server_options
+from bench.injection import LAYOUTS, run_measurement, summary_line
+from bench.injection_set import CASES, INJECTIONS
+from bench.cli import bench_group, require_judge, server_options
 
 
 @bench_group.command("injection")

@@ -1,5 +1,5 @@
-"""`flask bench judge-speed`: how close a judge server comes to its physical limit on the reranker's own
-requests (app/bench/judge_speed.py)."""
+"""`python -m bench judge-speed`: how close a judge server comes to its physical limit on the reranker's own
+requests (bench/judge_speed.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from app.bench.judge_speed import JudgeSpeedArgs, measure
-from app.cli.bench import bench_group, label_option, require_judge, server_options
+from bench.judge_speed import JudgeSpeedArgs, measure
+from bench.cli import bench_group, label_option, require_judge, server_options
 from app.config import DEFAULT_MAX_DOCUMENT_CHARS
 
 

@@ -1,18 +1,18 @@
-"""`flask --app app load` (also `make load`): concurrent clients against POST /api/graph/<id>/search.
+"""`python -m bench load` (also `make load`): concurrent clients against POST /api/graph/<id>/search.
 
 Each phase serves the API the production way, `flask --app app serve` (gunicorn: one worker process, a
 thread pool, the one graph singleton and its event-loop thread), in a subprocess on loopback with a
 private DATA_DIR holding a synthetic graph, then runs N keep-alive clients for a bounded time:
 
 - `off`: RERANKER_PROVIDER=none (first stage only);
-- `on`:  the pointwise LLM reranker against a stand-in judge (app/bench/latency_judge.py) that
+- `on`:  the pointwise LLM reranker against a stand-in judge (bench/latency_judge.py) that
          answers each request after 50-150 ms, with the score cache off so every search asks it.
 
 Reported per phase: throughput, p50/p95/p99 latency, errors (must be 0), fallbacks, the peak number
 of model requests in flight as the judge saw them (must never exceed RERANKER_MAX_PARALLEL: the bound
 is process-wide, not per request) and the server's memory before and after. Exits 1 when a must fails.
 
-    cd backend && ../.venv/bin/python -m flask --app app load --clients 32 --duration 20
+    cd backend && ../.venv/bin/python -m bench load --clients 32 --duration 20
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from typing import Any
 
 import click
 
-from app.bench.latency_judge import LatencyJudge
-from app.bench.load_run import ServedApp, request_json, run_clients, synthetic_facts, synthetic_queries
+from bench.cli import bench_group
+from bench.latency_judge import LatencyJudge
+from bench.load_run import ServedApp, request_json, run_clients, synthetic_facts, synthetic_queries
 
 GRAPH_ID = "load_graph"
 
@@ -96,7 +97,7 @@ def _failures(report: dict[str, Any]) -> list[str]:
     return problems
 
 
-@click.command("load")
+@bench_group.command("load")
 @click.option("--clients", default=32, show_default=True, help="concurrent clients")
 @click.option("--duration", default=20.0, show_default=True, help="seconds of load per phase")
 @click.option("--phases", type=click.Choice(["off", "on", "both"]), default="both", show_default=True,
@@ -128,5 +129,3 @@ def load_command(**options: Any) -> None:
     if problems:
         raise click.ClickException("; ".join(problems))
 
-
-commands = [load_command]

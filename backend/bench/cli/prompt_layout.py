@@ -1,5 +1,5 @@
-"""`flask bench prompt-layout`: the prompt tokens a llama.cpp server evaluates per passage, query first
-against passage first (app/bench/prompt_layout.py)."""
+"""`python -m bench prompt-layout`: the prompt tokens a llama.cpp server evaluates per passage, query first
+against passage first (bench/prompt_layout.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from app.bench.prompt_layout import PromptLayoutArgs, measure
-from app.cli.bench import bench_group, require_judge, server_options
+from bench.prompt_layout import PromptLayoutArgs, measure
+from bench.cli import bench_group, require_judge, server_options
 
 
 @bench_group.command("prompt-layout")

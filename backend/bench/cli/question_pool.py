@@ -1,5 +1,5 @@
-"""`flask bench question-pool`: where a report set's gold facts sit in a section question's deep pool,
-by the first stage and by the cheap order the cascade reads; no model call (app/bench/question_pool.py)."""
+"""`python -m bench question-pool`: where a report set's gold facts sit in a section question's deep pool,
+by the first stage and by the cheap order the cascade reads; no model call (bench/question_pool.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.bench.datasets import DatasetError
-from app.bench.report_sets import load_set, select
-from app.cli.bench import bench_group, require_bench_extras, require_embedder
+from bench.datasets import DatasetError
+from bench.report_sets import load_set, select
+from bench.cli import bench_group, require_bench_extras, require_embedder
 from app.config import MAX_JUDGED_CANDIDATES
 
 
@@ -26,7 +26,7 @@ def question_pool_command(requirements, only, pool) -> None:
     """Per requirement, its gold facts within each depth of the pool (first stage / cheap order), then
     the pooled shares as JSON."""
     require_bench_extras("question-pool")
-    from app.bench.question_pool import report, run
+    from bench.question_pool import report, run
 
     config = current_app.config["APP_CONFIG"]
     pool = pool or config.report_question_candidates

@@ -1,6 +1,6 @@
-"""`flask bench replicas`: two API replicas and two workers on the local Neo4j and one broker, under
+"""`python -m bench replicas`: two API replicas and two workers on the local Neo4j and one broker, under
 search, report and import load, with one replica and one worker killed -9 mid-run
-(app/bench/replicas.py)."""
+(bench/replicas.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from app.bench.replicas import ReplicaOptions, StackError, markdown_table, run as run_replicas
-from app.cli.bench import DEFAULT_OUTPUT_ROOT, bench_group, command_line, run_facts
+from bench.replicas import ReplicaOptions, StackError, markdown_table, run as run_replicas
+from bench.cli import DEFAULT_OUTPUT_ROOT, bench_group, command_line, run_facts
 from app.config import Config
 from app.graph.local_neo4j import LocalNeo4jError, install as install_neo4j
 

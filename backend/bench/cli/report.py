@@ -1,5 +1,5 @@
-"""`flask bench report`: reports written by the agent on a graph, scored against a hand-written gold set
-(app/bench/report_bench.py)."""
+"""`python -m bench report`: reports written by the agent on a graph, scored against a hand-written gold set
+(bench/report_bench.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.bench.rerankers import with_model_options
-from app.cli.bench import (
+from bench.rerankers import with_model_options
+from bench.cli import (
     DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, model_options, require_bench_extras, require_embedder,
     require_judge, require_llm, resumable, run_facts,
 )
@@ -51,11 +51,11 @@ def report_command(graph_name, dataset, requirements_file, only, rerankers, stra
                    report_only, confirm_above) -> None:
     """Write reports with the agent, reranker off and on: gold recall, distractors, tools, calls, time."""
     require_bench_extras("report")
-    from app.bench.report_bench import (
+    from bench.report_bench import (
         ReportBenchArgs, UnknownSettingError, describe_settings, markdown_table, reranker_settings, run_report_bench,
         with_settings,
     )
-    from app.bench.report_sets import load_set, select
+    from bench.report_sets import load_set, select
 
     config = with_model_options(current_app.config["APP_CONFIG"], base_url=base_url, model=model,
                                 concurrency=concurrency, timeout_s=timeout_s, deadline_s=deadline_s)

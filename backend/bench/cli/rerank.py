@@ -1,4 +1,4 @@
-"""`flask bench rerank`: first-stage candidates of a TREC-style folder reranked with each strategy (app/bench/runner.py)."""
+"""`python -m bench rerank`: first-stage candidates of a TREC-style folder reranked with each strategy (bench/runner.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.bench.estimate import TokenPrices
-from app.cli.bench import (
+from bench.estimate import TokenPrices
+from bench.cli import (
     DEFAULT_OUTPUT_ROOT, ask, bench_group, command_line, judge_and_strategies, model_options, print_summary,
     require_bench_extras, require_judge, resumable, run_facts,
 )
@@ -36,7 +36,7 @@ def rerank_command(dataset, candidates, strategies, seed, shuffle, no_repeat_che
                    report_only, confirm_above) -> None:
     """Rerank first-stage candidates with each strategy; nDCG@10, MRR@10, MAP, R@10, latency, cost."""
     require_bench_extras("rerank")
-    from app.bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
+    from bench.runner import BenchInterrupted, RerankBenchArgs, run_rerank_bench
 
     config = current_app.config["APP_CONFIG"]
     model_config, specs = judge_and_strategies(config, strategies, score_mode, "--strategies",

@@ -1,5 +1,5 @@
-"""`flask bench scale`: one graph grown through the sizes, import throughput, search latency and memory at each
-(app/bench/scale.py)."""
+"""`python -m bench scale`: one graph grown through the sizes, import throughput, search latency and memory at each
+(bench/scale.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from app.bench.scale import DEFAULT_SIZES, ScaleOptions, markdown_table as scale_table, run as run_scale
-from app.cli.bench import DEFAULT_OUTPUT_ROOT, bench_group, command_line, require_judge, run_facts
+from bench.scale import DEFAULT_SIZES, ScaleOptions, markdown_table as scale_table, run as run_scale
+from bench.cli import DEFAULT_OUTPUT_ROOT, bench_group, command_line, require_judge, run_facts
 
 
 def _sizes(text: str) -> tuple[int, ...]:

@@ -1,5 +1,5 @@
-"""`flask bench vector-recall`: the vector index's recall and search time for several over-asks, on a graph
-already stored (app/bench/vector_recall.py)."""
+"""`python -m bench vector-recall`: the vector index's recall and search time for several over-asks, on a graph
+already stored (bench/vector_recall.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from app.bench.load_run import synthetic_queries
-from app.bench.scale import GRAPH_ID as SCALE_GRAPH_ID
-from app.bench.stand_in_embedder import StandInEmbedder
-from app.bench.vector_recall import recall_by_overfetch
-from app.cli.bench import bench_group, command_line, run_facts
+from bench.load_run import synthetic_queries
+from bench.scale import GRAPH_ID as SCALE_GRAPH_ID
+from bench.stand_in_embedder import StandInEmbedder
+from bench.vector_recall import recall_by_overfetch
+from bench.cli import bench_group, command_line, run_facts
 
 
 def _factors(text: str) -> list[int | None]:

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from app.bench.load_run import BACKEND_DIR, ServedApp
+from bench.load_run import BACKEND_DIR, ServedApp
 from app.graph.server_process import free_port
 
 __all__ = ["BACKEND_DIR", "AppProcess", "call", "wait_gone"]

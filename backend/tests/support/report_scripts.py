@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable
 
-from app.bench.report_writer import kind_of
+from bench.report_writer import kind_of
 from tests.support.facts import WATER_FACTS
 from tests.support.scripted_llm_replies import ChatRequest, chat, judge, keyword_overlap
 
@@ -46,7 +46,7 @@ def judge_or_chat(score_fn: Callable[[str, str], Any] = keyword_overlap,
 
 def purpose(messages: list[dict]) -> str | None:
     """Which report prompt a request carries: outline, section, sub_queries, interview, completion, or None
-    (the bench's stand-in writer tells them apart the same way: app/bench/report_writer.py)."""
+    (the bench's stand-in writer tells them apart the same way: bench/report_writer.py)."""
     kind = kind_of(messages)
     return None if kind in ("judge", "other") else kind
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from app.bench.load_run import ServedWorker, kill_hard
+from bench.load_run import ServedWorker, kill_hard
 
 
 class WorkerProcess(ServedWorker):
