@@ -14,7 +14,7 @@ test servers can recover the exact strings; it only affects the prompt, never th
 The judge prompt also neutralises chat-template control tokens (`<|im_end|>`, `<|im_start|>`,
 `<|eot_id|>`...: everything opening with `<|`) the same way (`<\\|`): llama.cpp's server parses
 them inside message text (measured: `<|im_end|>` in a message is one token), so a passage could end
-its own turn and start the assistant's answer. Measured effect: app/bench/injection.py.
+its own turn and start the assistant's answer. Measured effect: backend/bench/injection.py.
 
 Bump PROMPT_VERSION whenever any prompt text or the layout changes: it is part of the score cache key.
 (The score mode is part of the key too, so adding a mode with its own texts needs no bump.)
