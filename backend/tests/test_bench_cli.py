@@ -131,7 +131,7 @@ def test_the_bench_defaults_follow_the_local_model_server_only_while_it_runs(tmp
 def test_a_dataset_the_benchmark_cannot_read_is_one_line(tmp_path):
     with ScriptedLLMServer() as judge:
         result = bench_cli(args=[
-            "bench", "rerank", "--dataset", str(tmp_path), "--base-url", judge.base_url, "--model", "m", "--yes"])
+            "rerank", "--dataset", str(tmp_path), "--base-url", judge.base_url, "--model", "m", "--yes"])
     assert result.exit_code == 1 and not isinstance(result.exception, DatasetError)
     assert result.output.strip().splitlines() == [f"Error: {tmp_path / 'queries.tsv'} not found"]
 

@@ -253,7 +253,7 @@ def test_cli_prints_the_estimate_and_refuses_without_yes(dataset, tmp_path, scri
     assert scripted_llm.count == 0
 
     done = bench_cli(app=app, args=[*command, "--yes", "--max-queries", "1", "--price-prompt", "3",
-                                              "--price-completion", "15"])
+                                    "--price-completion", "15"])
     assert done.exit_code == 0, done.output
     assert scripted_llm.count == DISTINCT_TEXTS["q1"]
     saved = json.loads((tmp_path / "cli" / "results.json").read_text())

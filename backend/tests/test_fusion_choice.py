@@ -183,7 +183,7 @@ def test_a_wider_pool_judges_the_cheap_orders_first_and_meets_the_cosine_over_ei
     assert {each.depth for each, _, _ in table} == {4, 5}
     app, _ = backend()
     result = bench_cli(app=app, args=["choose-fusion", "--run", f"{wide_out}={dataset}",
-                                                "--baseline-run", str(narrow_out), "--judge-depth", "6"])
+                                      "--baseline-run", str(narrow_out), "--judge-depth", "6"])
     assert result.exit_code == 0 and ", judge 6 |" in result.output, result.output
 
 
@@ -204,5 +204,5 @@ def test_log_odds_tell_apart_judgements_near_one_end_that_the_probability_squeez
     assert json.loads((output / "runs" / "on-test.jsonl").read_text())["trace"]["evidence"][0] == 0.05
     app, _ = backend()
     result = bench_cli(app=app, args=["choose-fusion", "--run", f"{output}={dataset}",
-                                                "--judge-log-odds"])
+                                      "--judge-log-odds"])
     assert result.exit_code == 0 and "Chosen: " in result.output, result.output

@@ -27,7 +27,7 @@ def test_gold_places_by_both_orders_and_the_pooled_shares(backend, tmp_path):
     set_file.write_text(json.dumps({**data, "requirements": [crisis, exact]}), encoding="utf-8")
 
     result = bench_cli(app=app, args=["question-pool", "--requirements", str(set_file),
-                                                "--pool", "60"])
+                                      "--pool", "60"])
     assert result.exit_code == 0, result.output
     rows = {line.split(" | ")[0].strip("| "): line for line in result.output.splitlines() if line.startswith("| ")}
     assert rows["requirement"].count("within") == len(depths_for(60)) == 6  # 10 ... 50, then the pool

@@ -65,7 +65,7 @@ class BenchGroup(click.Group):
 
 @click.group("bench", cls=BenchGroup)
 def bench_group() -> None:
-    """Benchmarks of reranking quality and cost, search, ingestion and the judge server
+    """Benchmarks of reranking quality and cost, search, ingestion and the judge server, and the load test
     (see `python -m bench COMMAND --help`)."""
 
 
