@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from bench.datasets import DatasetError
-from bench.cli import bench_group, expected_failure
+from bench.cli import bench_group, command_line, expected_failure
 from app.graph.server_process import free_port
 from app.graph.unavailable import GraphUnavailableError
 from tests.support.scripted_llm import ScriptedLLMServer, unused_base_url
@@ -126,6 +126,13 @@ def test_the_bench_defaults_follow_the_local_model_server_only_while_it_runs(tmp
     assert running.returncode == 0, running.stderr
     assert json.loads(running.stdout) == {"EMBEDDING_PROVIDER": "local", "RERANKER_BASE_URL": local.base_url,
                                           "RERANKER_MODEL": "qwen2.5-coder-1.5b", "LLM_BASE_URL": local.base_url}
+
+
+def test_a_result_records_the_command_as_typed(monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(BACKEND / "bench" / "__main__.py"), "rerank", "--dataset", "a b"])
+    assert command_line() == "python -m bench rerank --dataset 'a b'"
+    monkeypatch.setattr(sys, "argv", ["pytest", "rerank", "--dataset", "a b"])  # not run as `python -m bench`
+    assert command_line() == ""
 
 
 def test_a_dataset_the_benchmark_cannot_read_is_one_line(tmp_path):
