@@ -17,7 +17,7 @@ from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
-from app.bench.load_run import ServedApp
+from bench.load_run import ServedApp
 from app.graph import runtime as graph_runtime
 from app.graph.graph_file import MAX_RECORDS
 from app.graph.loop import run_on_loop
