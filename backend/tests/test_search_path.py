@@ -32,11 +32,12 @@ TRACED_PACKAGES = ("api", "graph", "graphiti_llm_rerank")
 IN_TRACED_REQUEST: ContextVar[bool] = ContextVar("in_traced_request", default=False)
 
 # The trail, in the order a search meets it. Config.from_env (app/config.py) has read the settings
-# before any request; graph/runtime.py built the reranker with them (`_build_reranker`).
+# before any request; graph/runtime.py built the reranker with them (`_build_reranker`, through the
+# package's RerankerConfig and build_reranker) and decided whether it reranks, once per process, so
+# the package's config and provider registry are not on a search's path.
 SEARCH_TRAIL = {
-    "graph/runtime.py": "the process's Graphiti, built once with the reranker (_get_graphiti, _build_reranker)",
-    "graphiti_llm_rerank/config.py": "RerankerConfig: the RERANKER_* settings as the reranker package takes them",
-    "graphiti_llm_rerank/providers.py": "the RERANKER_PROVIDER registry: does this provider judge?",
+    "graph/runtime.py": "the process's Graphiti, built once with the reranker (_get_graphiti, _build_reranker), "
+                        "and whether it reranks (GraphitiRuntime.reranking_enabled)",
     "graph/search.py": "first stage, then rank_candidates, typed hits read from the Judgement's order",
     "graphiti_llm_rerank/ollama_reranker.py": "the guard (budget, deadline, breaker, fallback) around the strategy; "
                                               "answers the Judgement",
@@ -48,7 +49,7 @@ SEARCH_TRAIL = {
 # Read before any request (Config.from_env), so not traced; the README's list starts with it.
 SETTINGS_MODULE = "config.py"
 # The most modules the trail (with SETTINGS_MODULE) may hold: one more is a merge to make, or a reason to give.
-MAX_TRAIL = 10
+MAX_TRAIL = 8
 README = PACKAGE_ROOT.parent / "README.md"
 SEARCH_SUPPORT = {
     "api/body_limit.py": "MAX_REQUEST_BYTES for a body the server streams",

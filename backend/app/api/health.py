@@ -84,7 +84,7 @@ def ready():
         body.update(status="not_ready", queue=queue_down, reranker="unknown")
         return not_ready("queue_unavailable", queue_down, RETRY_AFTER_S, **body)
     body["queue"] = "ready"
-    if not provider_for(runtime.config).judges:
+    if not runtime.reranking_enabled:
         body["reranker"] = "none"  # RERANKER_PROVIDER=none: no model to wait for
         return body
     why = getattr(runtime.reranker, "not_ready", lambda: None)()

@@ -89,8 +89,13 @@ class GraphitiRuntime:
     # The background-task queue (app/graph/task_broker.py), and the broker server when the app started one.
     tasks: TaskBroker | None = None
     broker_server: LocalServer | None = None
+    # Does a model order search results (RERANKER_PROVIDER is not none)? Decided once, when the runtime
+    # is made from its config, so a search reads a flag instead of asking the package's provider
+    # registry (and building its RerankerConfig) again on every request.
+    reranking_enabled: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        self.reranking_enabled = provider_for(self.config.reranker_provider).judges
         self.graph_lock = GraphLocks(lambda: self.driver_for(graph_store.REGISTRY_GRAPH),
                                      lease_s=self.config.graph_lock_lease_s)
 
@@ -101,10 +106,6 @@ class GraphitiRuntime:
     @property
     def is_falkordb(self) -> bool:
         return self.config.graph_backend == "falkordb"
-
-    @property
-    def reranking_enabled(self) -> bool:
-        return provider_for(self.config).judges
 
     def driver_for(self, graph_id: str) -> GraphDriver:
         """FalkorDB keeps each group_id in its own graph; Neo4j filters one database by group_id.
