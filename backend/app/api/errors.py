@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from app.graph.fact_import import GraphChangedError, ImportFailedError
 from app.graph.fact_parsing import FactValidationError
 from app.graph.foreign import EmbeddingMismatchError, UnknownForeignGraphError
+from app.graph.search_filters import FilterError, UnknownEntityError
 from app.graph.store import GraphExistsError, UnknownGraphError, UnknownNodeError
 from app.graph.loop import GraphTimeoutError
 from app.graph.transfer import GraphNotEmptyError, UuidConflictError
@@ -65,6 +66,14 @@ def register(app: Flask) -> None:
     @app.errorhandler(UnknownGraphError)
     def _unknown_graph(error: UnknownGraphError):
         return error_response(404, "graph_not_found", str(error))
+
+    @app.errorhandler(UnknownEntityError)
+    def _unknown_entity(error: UnknownEntityError):
+        return error_response(404, "entity_not_found", str(error), field=error.field)
+
+    @app.errorhandler(FilterError)
+    def _bad_filter(error: FilterError):
+        return error_response(400, "invalid_filter", str(error), field=error.field)
 
     @app.errorhandler(UnknownNodeError)
     def _unknown_node(error: UnknownNodeError):

@@ -10,13 +10,14 @@ from flask import Blueprint, Response, request, stream_with_context
 from app.api.errors import ApiError
 from app.api.validation import (
     MAX_JSON_DEPTH, MAX_QUERY_CHARS, adapter, choice_field, graph_id_param, int_field, json_depth, json_object,
-    known_graph_id, refuse_invalid_text, text_field,
+    known_graph_id, refuse_invalid_text, refuse_unknown_fields, text_field,
 )
 from app.config import MAX_JUDGED_CANDIDATES
 from app.graph.episodes import chunk_text
 from app.graph.fact_parsing import FactValidationError, parse_fact, parse_facts
 from app.graph.graph_file import GraphFileError, GraphFileTooLargeError, parse_graph_file
 from app.graph.search import SCOPES, SearchOutcome
+from app.graph.search_filters import FILTER_FIELDS, MAX_ENTITY_CHARS, parse_filter
 from app.tasks import ENDED_STATES
 
 bp = Blueprint("graph", __name__, url_prefix="/api/graph")
@@ -28,6 +29,7 @@ MAX_PAGE = 500
 MAX_EPISODE_CHARS = 200_000
 DELETE_WAIT_S = 10.0  # a DELETE answers within this; a longer deletion goes on as a task
 TEXT_UPLOAD_SUFFIXES = (".txt", ".md")
+SEARCH_FIELDS = ("query", "limit", "scope", "neighbourhood", "candidates", "center", *FILTER_FIELDS)
 
 
 def _uploaded_text(suffixes: tuple[str, ...]) -> str:
@@ -147,14 +149,18 @@ def add_episodes(graph_id: str):
 def search(graph_id: str):
     graph_id = graph_id_param(graph_id)
     body = json_object()
+    refuse_unknown_fields(body, SEARCH_FIELDS)
     query = text_field(body, "query", max_chars=MAX_QUERY_CHARS)
     limit = int_field(body, "limit", default=10, minimum=1, maximum=MAX_SEARCH_LIMIT)
     scope = choice_field(body, "scope", default="edges", allowed=SCOPES)
     neighbourhood = int_field(body, "neighbourhood", default=0, minimum=0, maximum=MAX_NEIGHBOURHOOD)
     candidates = int_field(body, "candidates", default=0, minimum=0, maximum=MAX_JUDGED_CANDIDATES)  # 0: the usual
+    filters = parse_filter(body)  # a bad one: FilterError, 400 naming the field
+    centre = text_field(body, "center", max_chars=MAX_ENTITY_CHARS, required=False)
     outcome = adapter().graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
-                                     candidates=candidates or None)
-    return {**outcome.to_dict(), "rerank_fallback": fallback_reason(outcome)}
+                                     candidates=candidates or None, filters=filters, centre=centre)
+    return {**outcome.to_dict(), "rerank_fallback": fallback_reason(outcome), "filters": filters.describe(),
+            "center": centre}
 
 
 def fallback_reason(outcome: SearchOutcome) -> str | None:

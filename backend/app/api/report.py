@@ -16,7 +16,7 @@ from flask import Blueprint, request
 
 from app.api.errors import ApiError
 from app.api.validation import (
-    adapter, app_config, graph_id_param, int_field, json_object, known_graph_id, text_field,
+    adapter, app_config, graph_id_param, int_field, json_object, known_graph_id, refuse_unknown_fields, text_field,
 )
 from app.report.agent import start_report
 from app.report.store import ACTIVE_STATUSES, ReportStore, UnknownReportError, validate_report_id
@@ -66,9 +66,7 @@ def create_report(graph_id: str):
     body = json_object()
     requirement = text_field(body, "requirement", max_chars=MAX_REQUIREMENT_CHARS)
     max_sections = int_field(body, "max_sections", default=3, minimum=1, maximum=MAX_SECTIONS)
-    unknown = sorted(set(body) - {"requirement", "max_sections"})
-    if unknown:
-        raise ApiError(400, "unknown_field", f"unknown field(s) {unknown}; allowed: ['requirement', 'max_sections']")
+    refuse_unknown_fields(body, ("requirement", "max_sections"))
     graph_id = known_graph_id(graph_id)
     report_id, task = start_report(app_config(), graph_id, requirement.strip(), max_sections)
     return {"report_id": report_id, "task_id": task.task_id, "graph_id": graph_id}, 202
@@ -77,9 +75,7 @@ def create_report(graph_id: str):
 @bp.get("")
 def list_reports():
     query = dict(request.args)
-    unknown = sorted(set(query) - {"graph_id", "limit", "offset"})
-    if unknown:
-        raise ApiError(400, "unknown_parameter", f"unknown parameter(s) {unknown}; allowed: ['graph_id', 'limit', 'offset']")
+    refuse_unknown_fields(query, ("graph_id", "limit", "offset"), code="unknown_parameter", kind="parameter")
     graph_id = query.get("graph_id")
     if graph_id is not None:
         graph_id = graph_id_param(graph_id)

@@ -77,6 +77,14 @@ def refuse_invalid_text(value: Any, path: str = "", prefix: str = "") -> None:
         raise ApiError(400, "invalid_text", prefix + problem)
 
 
+def refuse_unknown_fields(source, allowed, *, code: str = "unknown_field", kind: str = "field") -> None:
+    """A 400 naming every key of `source` outside `allowed` (a misspelt option would otherwise be ignored
+    in silence), and listing the allowed ones."""
+    unknown = sorted(set(source) - set(allowed))
+    if unknown:
+        raise ApiError(400, code, f"unknown {kind}(s) {unknown}; allowed: {list(allowed)}", fields=unknown)
+
+
 def text_field(body: dict, key: str, *, max_chars: int, required: bool = True) -> str | None:
     value = body.get(key)
     if value is None:

@@ -65,7 +65,7 @@ class GraphChangedError(RuntimeError):
         self.graph_id = graph_id
 
 
-def _relation_name(relation: str) -> str:
+def relation_name(relation: str) -> str:
     """Graphiti names edges in UPPER_SNAKE_CASE ('works for' -> 'WORKS_FOR')."""
     return re.sub(r"[^A-Za-z0-9]+", "_", relation).strip("_").upper() or "RELATES_TO"
 
@@ -112,7 +112,7 @@ async def _stored_fact_keys(runtime, driver, graph_id: str, facts: list[FactInpu
         key_of = {fact_uuids[_fact_key(f)]: _fact_key(f) for f in facts}
         rows = await cypher_rows(driver, STORED_EDGES_QUERY, uuids=list(key_of))
         return {key_of[row["uuid"]] for row in rows}
-    keys = [{"source": f.source, "target": f.target, "relation": _relation_name(f.relation), "fact": f.fact}
+    keys = [{"source": f.source, "target": f.target, "relation": relation_name(f.relation), "fact": f.fact}
             for f in facts]
     rows = await cypher_rows(
         driver,
@@ -126,7 +126,7 @@ async def _stored_fact_keys(runtime, driver, graph_id: str, facts: list[FactInpu
 
 def _fact_key(fact: FactInput) -> tuple[str, str, str, str]:
     """What makes two facts the same fact: an import stores each key once per graph."""
-    return fact.source, _relation_name(fact.relation), fact.target, fact.fact
+    return fact.source, relation_name(fact.relation), fact.target, fact.fact
 
 
 def fact_uuid(graph_id: str, incarnation: str, key: tuple[str, str, str, str]) -> str:
@@ -155,7 +155,7 @@ def _edges(facts: list[FactInput], graph_id: str, uuid_of: dict[str, str], fact_
             group_id=graph_id,
             source_node_uuid=uuid_of[fact.source],
             target_node_uuid=uuid_of[fact.target],
-            name=_relation_name(fact.relation),
+            name=relation_name(fact.relation),
             fact=fact.fact,
             episodes=[],
             created_at=now,

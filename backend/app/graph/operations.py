@@ -19,6 +19,7 @@ from app.graph.graph_file import GraphFile
 from app.graph import store as graph_store
 from app.graph.loop import run_on_loop
 from app.graph.search import JudgedPassages, SearchOutcome, judge_passages, search_graph
+from app.graph.search_filters import SearchFilter, UnknownEntityError
 from app.graph.unavailable import GraphUnavailableError, as_unavailable
 
 logger = logging.getLogger(__name__)
@@ -73,21 +74,23 @@ class GraphOperations:
 
     def search(self, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
                neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
-               candidates: int | None = None) -> SearchOutcome:
+               candidates: int | None = None, filters: SearchFilter | None = None,
+               centre: str | None = None) -> SearchOutcome:
         """Hybrid search scoped to one graph, reranked by the configured reranker (`neighbourhood`,
-        `candidates`: app/graph/search.py).
+        `candidates`, `filters`, `centre`: app/graph/search.py).
 
         Errors are logged and answered with an empty result and `error` set, never raised, except
-        for an unknown graph, which is the caller's mistake, and a database that cannot be used
-        (GraphUnavailableError: an empty result would read as "nothing found").
+        for an unknown graph or an entity the filters or the centre name that the graph does not
+        hold (UnknownEntityError), which are the caller's mistakes, and a database that cannot be
+        used (GraphUnavailableError: an empty result would read as "nothing found").
         """
         if not self._run(graph_store.graph_exists(self._runtime, graph_store.validate_graph_id(graph_id))):
             raise graph_store.UnknownGraphError(graph_id)
         try:
             return self._run(search_graph(self._runtime, graph_id, query, limit, scope, neighbourhood, exclude,
-                                          candidates),
+                                          candidates, filters, centre),
                              timeout=self._runtime.config.search_timeout_s)
-        except GraphUnavailableError:  # the caller answers 503, not an empty result
+        except (GraphUnavailableError, UnknownEntityError):  # the caller answers 503 / 404, not an empty result
             raise
         except Exception as error:
             logger.error("Search in %s failed: %s: %s", graph_id, type(error).__name__, error)

@@ -11,6 +11,10 @@ The final order fuses the judge's evidence with the first stage's (RERANKER_FUSI
 graphiti_llm_rerank/fusion.py): each hit answers its fused `score`, its `first_stage_rank`/`first_stage_score`
 and the judge's `rerank_score` (null when it was not judged); the answer says how many of the
 candidates were judged.
+
+Filters (`SearchFilter`, search_filters.py) narrow the first stage itself, so the judge reads as many
+candidates of the filtered set as it would of the whole graph; a `centre` entity remakes the candidates
+around it (centre.py). Each fact says whether it still holds (`current`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from graphiti_core.edges import EntityEdge
@@ -31,6 +36,8 @@ from graphiti_core.search.search_filters import SearchFilters
 
 from app.config import Config
 from app.graph import shared_fulltext
+from app.graph.centre import around_centre
+from app.graph.search_filters import SearchFilter, admitted, is_current, resolve_entity, resolved_filters
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
 from graphiti_llm_rerank import Judgement, Placed, judge_positions, rank_candidates
@@ -63,6 +70,8 @@ class EdgeHit:
     # A fact of one of the top entities, not found by the first stage itself (`neighbourhood`);
     # its first_stage_score is the neutral middle of the first stage's scores.
     from_neighbourhood: bool = False
+    # Neither invalidated nor expired at the time of the search (its invalid_at / expired_at say when).
+    current: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -173,7 +182,7 @@ def _first_stage_config(scope: str, n_candidates: int):
 
 
 async def _with_neighbourhood(driver, query_vector: list[float], first: SearchResults, n_entities: int,
-                             n_extra: int) -> tuple[SearchResults, int]:
+                             n_extra: int, filters: SearchFilters) -> tuple[SearchResults, int]:
     """The first stage's edges, then `n_extra` other facts around its top `n_entities` entities.
 
     A question's causes often share no word with it ("What caused the crisis?" against "floodwater
@@ -192,6 +201,9 @@ async def _with_neighbourhood(driver, query_vector: list[float], first: SearchRe
     around = {**own, **await _facts_by_entity(driver, [uuid for uuid, _ in linked.most_common(n_entities)])}
     seen = {edge.uuid for edge in first.edges}
     pool = {edge.uuid: edge for edges in around.values() for edge in edges if edge.uuid not in seen}
+    if filters != SearchFilters():  # the neighbourhood is read whole, so filtering it cuts nothing short
+        passing = await admitted(driver, filters, list(pool))
+        pool = {uuid: edge for uuid, edge in pool.items() if uuid in passing}
     extra = list(pool.values())
     if len(pool) > n_extra:
         closeness = await fact_closeness(driver, query_vector, list(pool))
@@ -280,7 +292,8 @@ class _Candidates:
 
 async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scope: str = "edges",
                        neighbourhood: int = 0, exclude: frozenset[str] = frozenset(),
-                       candidates: int | None = None) -> SearchOutcome:
+                       candidates: int | None = None, filters: SearchFilter | None = None,
+                       centre: str | None = None) -> SearchOutcome:
     """Hybrid RRF search scoped to one graph, reranked unless RERANKER_PROVIDER=none.
 
     `neighbourhood` > 0 (with a reranker): the facts of the first stage's top entities join the
@@ -291,7 +304,10 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     `candidates` (with a reranker): how many first-stage candidates the judge reads, instead of
     RERANKER_CANDIDATES per hit wanted. A deep pool is for a question whose answers share few words
     with it (a report section's own question): the first stage ranks them far down, the judge may
-    not; the neighbourhood still adds its usual number."""
+    not; the neighbourhood still adds its usual number.
+    `filters`: what the first stage is narrowed to (search_filters.py); `centre`: an entity's name or
+    uuid whose surroundings the answer is about (centre.py). Either naming an entity the graph does
+    not hold raises UnknownEntityError."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}")
     enabled = runtime.reranking_enabled
@@ -302,8 +318,11 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     n_pool = max(n_pool, limit + len(exclude))
     driver = runtime.driver_for(graph_id)
     started = time.perf_counter()
+    now = datetime.now(timezone.utc)
+    narrowing = await _narrowing(driver, graph_id, filters or SearchFilter(), centre, now)
     around = neighbourhood if neighbourhood > 0 and enabled and scope != "nodes" else 0
-    pool = await _first_stage(runtime, graph_id, query, scope, n_pool, neighbourhood=around, n_extra=n_usual)
+    pool = await _first_stage(runtime, graph_id, query, scope, n_pool, neighbourhood=around, n_extra=n_usual,
+                              narrowing=narrowing)
     first_stage_ms = (time.perf_counter() - started) * 1000
 
     first = pool.results
@@ -326,7 +345,7 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
                                       exclude)
     first_stage_edges = len(first.edges) - pool.from_neighbourhood
     edges = [_edge_hit(first.edges[hit.position], hit, rank, names,
-                       from_neighbourhood=hit.position >= first_stage_edges) for rank, hit in wanted]
+                       from_neighbourhood=hit.position >= first_stage_edges, now=now) for rank, hit in wanted]
     nodes = [_node_hit(first.nodes[hit.position], hit, rank)
              for rank, hit in enumerate(node_trace.judgement.order[:limit], start=1)]
     return SearchOutcome(
@@ -342,8 +361,23 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     )
 
 
+@dataclass(frozen=True)
+class Narrowing:
+    """A search's filters as Graphiti applies them, and the centre's uuid when it has one."""
+
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    centre_uuid: str | None = None
+
+
+async def _narrowing(driver, graph_id: str, search_filter: SearchFilter, centre: str | None,
+                     now: datetime) -> Narrowing:
+    filters = await resolved_filters(driver, graph_id, search_filter, now)
+    centre_uuid = (await resolve_entity(driver, graph_id, "center", centre))[0] if centre is not None else None
+    return Narrowing(filters, centre_uuid)
+
+
 async def _first_stage(runtime, graph_id: str, query: str, scope: str, n_pool: int, *, neighbourhood: int,
-                       n_extra: int) -> _Candidates:
+                       n_extra: int, narrowing: Narrowing = Narrowing()) -> _Candidates:
     """Graphiti's hybrid RRF candidates for `query`, `n_pool` of each kind in `scope`; with
     `neighbourhood` > 0, `n_extra` facts around its top entities after them. With a reranker on,
     also each edge's cosine to the query when the fusion or the cascade reads it."""
@@ -364,14 +398,22 @@ async def _first_stage(runtime, graph_id: str, query: str, scope: str, n_pool: i
         query,
         [graph_id],
         _first_stage_config("both" if neighbourhood else scope, asked),
-        SearchFilters(),
+        narrowing.filters,
         query_vector=query_vector,
         driver=driver,
     )
     first = _best_of(first, n_pool)
+    if narrowing.centre_uuid is not None:
+        async def closeness(uuids: list[str]) -> dict[str, float]:
+            return await fact_closeness(driver, query_vector, uuids)
+        first = await around_centre(driver, graph_id, first, narrowing.centre_uuid, narrowing.filters, n_pool,
+                                    closeness)
+        if scope == "nodes":
+            first = first.model_copy(update={"edges": [], "edge_reranker_scores": []})
     from_neighbourhood = 0
     if neighbourhood:
-        first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood, n_extra)
+        first, from_neighbourhood = await _with_neighbourhood(driver, query_vector, first, neighbourhood, n_extra,
+                                                              narrowing.filters)
         if scope == "edges":
             first = first.model_copy(update={"nodes": [], "node_reranker_scores": []})
     edge_cosine = None
@@ -401,7 +443,8 @@ def _scores(scores: list[float], count: int) -> list[float]:
     return [float(scores[index]) if index < len(scores) else 0.0 for index in range(count)]
 
 
-def _edge_hit(edge: EntityEdge, hit: Placed, rank: int, names, *, from_neighbourhood: bool = False) -> EdgeHit:
+def _edge_hit(edge: EntityEdge, hit: Placed, rank: int, names, *, from_neighbourhood: bool = False,
+              now: datetime | None = None) -> EdgeHit:
     return EdgeHit(
         uuid=edge.uuid,
         fact=edge.fact,
@@ -421,6 +464,7 @@ def _edge_hit(edge: EntityEdge, hit: Placed, rank: int, names, *, from_neighbour
         expired_at=iso(edge.expired_at),
         created_at=iso(edge.created_at),
         metadata=_edge_metadata(edge),
+        current=is_current(edge.invalid_at, edge.expired_at, now or datetime.now(timezone.utc)),
     )
 
 

@@ -21,7 +21,14 @@ as the fact's attributes and drops the embedding in Python, after the database h
 finds them through the uuid index: Graphiti's fetch by uuid took 72 ms p50 for the 20 facts the vector
 index keeps over 100,000 facts, this one 5 ms.
 
-Every other search, and a keyword search with filters, runs Graphiti's own code on a copy of the
+Filters (search_filters.py) must narrow the hits before the limit, never after: the judge then reads as
+many candidates of the filtered set as it would of the whole graph. Graphiti's FalkorDB queries do so; its
+Neo4j keyword searches ask the full-text procedure for `limit` hits of the whole shared index and filter
+those, so a filter that few of them pass leaves a handful or none. On Neo4j a keyword search with filters
+is ours (`neo4j_filtered_keyword_search`): the procedure streams every hit, the filters run on each, and
+the limit comes after.
+
+Every other search, and a FalkorDB keyword search with filters, runs Graphiti's own code on a copy of the
 driver without the hook (`exact`). `VectorIndexSearch` (vector_index.py) extends this hook with the
 similarity half read from a vector index.
 """
@@ -36,8 +43,12 @@ from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.driver.search_interface.search_interface import SearchInterface
 from graphiti_core.edges import EntityEdge, get_entity_edge_from_record
 from graphiti_core.models.edges.edge_db_queries import get_entity_edge_return_query
+from graphiti_core.models.nodes.node_db_queries import get_entity_node_return_query
+from graphiti_core.nodes import EntityNode, get_entity_node_from_record
 from graphiti_core.search import search_utils
-from graphiti_core.search.search_filters import SearchFilters
+from graphiti_core.search.search_filters import (
+    SearchFilters, edge_search_filter_query_constructor, node_search_filter_query_constructor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +112,49 @@ async def _keyword_records(driver, cypher: str, words: str, group_ids: list[str]
     return records
 
 
+# Neo4j: the full-text procedures without Graphiti's `{limit: $limit}`, so that every hit meets the filters.
+NEO4J_FILTERED_EDGE_KEYWORD_QUERY = (
+    'CALL db.index.fulltext.queryRelationships("edge_name_and_fact", $query) YIELD relationship AS e, score '
+    "WITH e, score, startNode(e) AS n, endNode(e) AS m WHERE n:Entity AND m:Entity AND {conditions} "
+    "WITH e, score, n, m ORDER BY score DESC LIMIT $limit RETURN " + get_entity_edge_return_query(GraphProvider.NEO4J)
+    + " ORDER BY score DESC")
+NEO4J_FILTERED_NODE_KEYWORD_QUERY = (
+    'CALL db.index.fulltext.queryNodes("node_name_and_summary", $query) YIELD node AS n, score '
+    "WITH n, score WHERE {conditions} WITH n, score ORDER BY score DESC LIMIT $limit "
+    "RETURN " + get_entity_node_return_query(GraphProvider.NEO4J) + " ORDER BY score DESC")
+
+
+async def neo4j_filtered_keyword_search(driver, query: str, search_filter: SearchFilters,
+                                        group_ids: list[str] | None, limit: int) -> list[EntityEdge]:
+    """The best `limit` facts of the keyword search that pass `search_filter`, however far down the
+    shared index's order they lie (Neo4j)."""
+    words = search_utils.fulltext_query(query, group_ids, driver)
+    if not words:
+        return []
+    conditions, params = edge_search_filter_query_constructor(search_filter, driver.provider)
+    if group_ids is not None:
+        conditions.append("e.group_id IN $group_ids")
+    cypher = NEO4J_FILTERED_EDGE_KEYWORD_QUERY.replace("{conditions}", " AND ".join(conditions) or "true")
+    records, _, _ = await driver.execute_query(cypher, query=words, limit=limit, group_ids=group_ids,
+                                               routing_="r", **params)
+    return [get_entity_edge_from_record(record, driver.provider) for record in records]
+
+
+async def neo4j_filtered_node_keyword_search(driver, query: str, search_filter: SearchFilters,
+                                             group_ids: list[str] | None, limit: int) -> list[EntityNode]:
+    """The entities' keyword search with the labels filter before the limit (Neo4j)."""
+    words = search_utils.fulltext_query(query, group_ids, driver)
+    if not words:
+        return []
+    conditions, params = node_search_filter_query_constructor(search_filter, driver.provider)
+    if group_ids is not None:
+        conditions.append("n.group_id IN $group_ids")
+    cypher = NEO4J_FILTERED_NODE_KEYWORD_QUERY.replace("{conditions}", " AND ".join(conditions) or "true")
+    records, _, _ = await driver.execute_query(cypher, query=words, limit=limit, group_ids=group_ids,
+                                               routing_="r", **params)
+    return [get_entity_node_from_record(record, driver.provider) for record in records]
+
+
 def _graphiti_own(name: str):
     """The hook's method `name`: Graphiti's search of that name on the driver without the hook."""
     async def search(self, driver, *args: Any, **kwargs: Any):
@@ -111,10 +165,13 @@ def _graphiti_own(name: str):
 
 
 class GraphSearch(SearchInterface):
-    """Graphiti's searches; on FalkorDB the unfiltered edge keyword search ranks before it reads."""
+    """Graphiti's searches; on FalkorDB the unfiltered edge keyword search ranks before it reads, on
+    Neo4j the filtered keyword searches filter before the limit."""
 
     async def edge_fulltext_search(self, driver, query: str, search_filter, group_ids: list[str] | None = None,
                                    limit: int = search_utils.RELEVANT_SCHEMA_LIMIT) -> list[EntityEdge]:
+        if driver.provider == GraphProvider.NEO4J and search_filter != SearchFilters():
+            return await neo4j_filtered_keyword_search(driver, query, search_filter, group_ids, limit)
         if driver.provider != GraphProvider.FALKORDB or search_filter != SearchFilters():
             return await search_utils.edge_fulltext_search(exact(driver), query, search_filter, group_ids, limit)
         words = search_utils.fulltext_query(query, group_ids, driver)
@@ -126,8 +183,13 @@ class GraphSearch(SearchInterface):
             return await checked_keyword_search(driver, query, group_ids, limit)
         return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
+    async def node_fulltext_search(self, driver, query: str, search_filter, group_ids: list[str] | None = None,
+                                   limit: int = search_utils.RELEVANT_SCHEMA_LIMIT) -> list[EntityNode]:
+        if driver.provider == GraphProvider.NEO4J and search_filter.node_labels is not None:
+            return await neo4j_filtered_node_keyword_search(driver, query, search_filter, group_ids, limit)
+        return await search_utils.node_fulltext_search(exact(driver), query, search_filter, group_ids, limit)
+
     edge_similarity_search = _graphiti_own("edge_similarity_search")
-    node_fulltext_search = _graphiti_own("node_fulltext_search")
     node_similarity_search = _graphiti_own("node_similarity_search")
     episode_fulltext_search = _graphiti_own("episode_fulltext_search")
     edge_bfs_search = _graphiti_own("edge_bfs_search")

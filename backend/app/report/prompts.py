@@ -65,8 +65,11 @@ SECTION_PROMPT_TAIL = (
 # return no fact to cite, InsightForge with one sub-query), and the agent's defaults and caps serve it.
 # A call that passes them anyway is still valid.
 # Entity names are hidden too: the model invents them ("government agencies") and interviews no one.
+# Of the search filters it is told only `as_of` (what held at a date, which a report's question can ask);
+# the others it would fill by guessing relation names and windows.
 AGENT_HIDDEN_ARGUMENTS = ("max_chars", "scope", "limit", "max_sub_queries", "max_entities", "entities",
-                          "neighbourhood", "candidates")
+                          "neighbourhood", "candidates", "current_only", "relation_types", "valid_at", "invalid_at",
+                          "created_at")
 
 
 def section_system_prompt() -> str:

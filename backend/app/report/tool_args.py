@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.graph.search_filters import FilterError, parse_filter
 from app.graph.text_rules import lone_surrogate_problem
 
 
@@ -21,7 +22,7 @@ class ToolArgumentError(ValueError):
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str  # "text" | "int" | "texts" | "choice"
+    kind: str  # "text" | "int" | "texts" | "choice" | "time" | "window" | "bool" (the last three: search filters)
     help: str
     required: bool = False
     default: Any = None
@@ -32,13 +33,24 @@ class Param:
 
     def describe(self) -> str:
         """How the agent's prompt lists the parameter: 'name?: kind (help)', '?' when optional."""
-        kind = "list of strings" if self.kind == "texts" else self.kind
+        kind = _KIND_WORDS.get(self.kind, self.kind)
         choices = " " + "|".join(self.choices) if self.choices else ""
         return f"{self.name}{'' if self.required else '?'}: {kind}{choices} ({self.help})"
 
 
+_KIND_WORDS = {"texts": "list of strings", "time": "ISO 8601 time", "window": 'object {"from": time, "to": time}',
+               "bool": "true|false"}
+FILTER_KINDS = ("time", "window", "bool")
+
+
 def _check(param: Param, value: Any) -> Any:
     name = param.name
+    if param.kind in FILTER_KINDS:  # checked as the search API checks it; kept as given
+        try:
+            parse_filter({name: value})
+        except FilterError as error:
+            raise ToolArgumentError(str(error)) from None
+        return value
     if param.kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ToolArgumentError(f"'{name}' must be an integer")

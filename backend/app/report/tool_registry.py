@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from app.config import MAX_JUDGED_CANDIDATES
+from app.graph.search_filters import MAX_FILTER_ITEMS, parse_filter
 from app.report.results import InsightResult, InterviewResult, PanoramaResult, SearchResult, ToolResult
 from app.report.tool_args import Param, UnknownToolError, check_arguments
 
@@ -63,6 +64,25 @@ _CANDIDATES = Param("candidates", "int", "first-stage candidates the reranker ju
                     maximum=MAX_JUDGED_CANDIDATES)
 
 
+# What every tool's searches may be narrowed to (app/graph/search_filters.py has their meaning).
+FILTER_PARAMS = (
+    Param("as_of", "time", "only facts that held at this time: what was known to be true then"),
+    Param("current_only", "bool", "leave out facts no longer true (invalidated or expired)"),
+    Param("relation_types", "texts", "only facts of these relations", maximum=MAX_FILTER_ITEMS, max_chars=200),
+    Param("valid_at", "window", "only facts that became true in this window"),
+    Param("invalid_at", "window", "only facts that stopped being true in this window"),
+    Param("created_at", "window", "only facts recorded in this window"),
+)
+FILTER_NAMES = tuple(param.name for param in FILTER_PARAMS)
+
+
+def with_filters(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tool's checked arguments as its method takes them: the filter arguments as one `filters`."""
+    given = {name: arguments[name] for name in FILTER_NAMES if name in arguments}
+    rest = {name: value for name, value in arguments.items() if name not in FILTER_NAMES}
+    return {**rest, "filters": parse_filter(given)} if given else rest
+
+
 def _query_call(part: str, subject: str) -> dict[str, Any]:
     return {"query": part}
 
@@ -78,9 +98,10 @@ SEARCH_GRAPH = ReportTool(
               "judges too; 0: the search's own hits only", default=0, minimum=0, maximum=10),
         _CANDIDATES,
         _MAX_CHARS,
+        *FILTER_PARAMS,
     ),
     result_type=SearchResult,
-    run=lambda tools, graph_id, arguments: tools.search_graph(graph_id, **arguments),
+    run=lambda tools, graph_id, arguments: tools.search_graph(graph_id, **with_filters(arguments)),
     asks=("query",),
     question_call=_query_call,
     abbreviation="S",
@@ -96,9 +117,10 @@ INSIGHT_FORGE = ReportTool(
         Param("limit", "int", "facts per sub-query", default=8, maximum=30),
         _CANDIDATES,
         _MAX_CHARS,
+        *FILTER_PARAMS,
     ),
     result_type=InsightResult,
-    run=lambda tools, graph_id, arguments: tools.insight_forge(graph_id, **arguments),
+    run=lambda tools, graph_id, arguments: tools.insight_forge(graph_id, **with_filters(arguments)),
     asks=("question",),
     question_call=lambda part, subject: {"question": part},
     abbreviation="I",
@@ -113,9 +135,10 @@ PANORAMA_SEARCH = ReportTool(
         Param("query", "text", "what the overview is about", required=True, max_chars=1000),
         Param("limit", "int", "how many search hits mark facts as relevant", default=30, maximum=100),
         _MAX_CHARS,
+        *FILTER_PARAMS,
     ),
     result_type=PanoramaResult,
-    run=lambda tools, graph_id, arguments: tools.panorama_search(graph_id, **arguments),
+    run=lambda tools, graph_id, arguments: tools.panorama_search(graph_id, **with_filters(arguments)),
     asks=("query",),
     question_call=_query_call,
     abbreviation="P",
@@ -132,9 +155,10 @@ INTERVIEW_ENTITIES = ReportTool(
         Param("max_entities", "int", "how many entities to interview", default=3, maximum=5),
         Param("limit", "int", "search hits that pick the entities and rank their facts", default=20, maximum=50),
         _MAX_CHARS,
+        *FILTER_PARAMS,
     ),
     result_type=InterviewResult,
-    run=lambda tools, graph_id, arguments: tools.interview_entities(graph_id, **arguments),
+    run=lambda tools, graph_id, arguments: tools.interview_entities(graph_id, **with_filters(arguments)),
     # Its questions and the entities named are part of what it asks: another question is a new interview.
     asks=("topic", "questions", "entities"),
     question_call=lambda part, subject: {"topic": subject or part, "questions": [part]},

@@ -4,6 +4,10 @@ tool's definition, its parameters and how it is called: tool_registry.py).
 They read the graph only through `GraphitiAdapter(config).graph` (search, paged node and edge
 reads, node reads). Whether the search is reranked is configuration (RERANKER_PROVIDER): the
 tools keep the order search gives them and never know which it was.
+
+Each tool takes the search's filters (`filters`, app/graph/search_filters.py) and narrows every search it
+runs with them. Panorama and Interview list facts beyond their searches' hits from the graph's paged reads,
+which no filter narrows: with filters they list the hits alone.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, Callable
 
 from app.config import Config
 from app.graph.search import SearchOutcome
+from app.graph.search_filters import SearchFilter
 from app.graph.store import UnknownGraphError, UnknownNodeError
 from app.graph.runtime import GraphitiAdapter
 from app.report.interview import ground_answers, interview_summary
@@ -114,11 +119,12 @@ class ReportTools:
 
     def search_graph(self, graph_id: str, query: str, limit: int = 10, scope: str = "both",
                      neighbourhood: int = 0, max_chars: int | None = None,
-                     already_shown: frozenset[str] = frozenset(), candidates: int | None = None) -> SearchResult:
+                     already_shown: frozenset[str] = frozenset(), candidates: int | None = None,
+                     filters: SearchFilter | None = None) -> SearchResult:
         """`already_shown`: facts the reader has (the agent's section so far); the answer holds
         others in their place, and says how many it left out. `candidates`: app/graph/search.py."""
         outcome = self.graph.search(graph_id, query, limit=limit, scope=scope, neighbourhood=neighbourhood,
-                                    exclude=already_shown, candidates=candidates)
+                                    exclude=already_shown, candidates=candidates, filters=filters)
         return SearchResult(graph_id=graph_id, query=query, scope=scope, already_shown=outcome.excluded,
                             facts=[FactView.from_hit(hit, query) for hit in outcome.edges],
                             entities=[EntityView.from_hit(hit) for hit in outcome.nodes],
@@ -136,7 +142,8 @@ class ReportTools:
     # -- InsightForge -------------------------------------------------------------------------
 
     def insight_forge(self, graph_id: str, question: str, max_sub_queries: int = 3, limit: int = 8,
-                      max_chars: int | None = None, candidates: int | None = None) -> InsightResult:
+                      max_chars: int | None = None, candidates: int | None = None,
+                      filters: SearchFilter | None = None) -> InsightResult:
         """`candidates`: how many first-stage candidates the judge reads for the question itself
         (app/graph/search.py); its sub-queries get the usual number."""
         if not self.graph.exists(graph_id):  # before spending an LLM call on the split
@@ -151,13 +158,14 @@ class ReportTools:
             question_itself = index == 0
             reranked = self._search_into(merged, graph_id, sub_query, limit, errors,
                                          neighbourhood=NEIGHBOURHOOD_ENTITIES if question_itself else 0,
-                                         candidates=candidates if question_itself else None) or reranked
+                                         candidates=candidates if question_itself else None,
+                                         filters=filters) or reranked
         if split_usable:  # slots the split left empty: follow the names the results brought up
             for name in unexplored_names(_names_of(_best_first(merged)), sub_queries,
                                          limit=max_sub_queries - len(sub_queries)):
                 query = name_in_context(name, subject_phrase(question))  # the name as it bears on the question
                 sub_queries.append(query)
-                reranked = self._search_into(merged, graph_id, query, limit, errors) or reranked
+                reranked = self._search_into(merged, graph_id, query, limit, errors, filters=filters) or reranked
         facts = _best_first(merged)
         entities, left_out = self._entities_of(graph_id, facts)
         return InsightResult(graph_id=graph_id, question=question, sub_queries=sub_queries, facts=facts,
@@ -165,10 +173,11 @@ class ReportTools:
                              errors=errors, entities_left_out=left_out, **_budget(max_chars))
 
     def _search_into(self, merged: dict[str, FactView], graph_id: str, query: str, limit: int,
-                     errors: list[str], neighbourhood: int = 0, candidates: int | None = None) -> bool:
+                     errors: list[str], neighbourhood: int = 0, candidates: int | None = None,
+                     filters: SearchFilter | None = None) -> bool:
         """Search one sub-query and merge its facts; whether the search was reranked."""
         outcome = self.graph.search(graph_id, query, limit=limit, scope="edges", neighbourhood=neighbourhood,
-                                    candidates=candidates)
+                                    candidates=candidates, filters=filters)
         if outcome.error:
             errors.append(f"search for {query!r} failed: {outcome.error}")
         for hit in outcome.edges:
@@ -230,11 +239,13 @@ class ReportTools:
 
     # -- Panorama -----------------------------------------------------------------------------
 
-    def panorama_search(self, graph_id: str, query: str, limit: int = 30,
-                        max_chars: int | None = None) -> PanoramaResult:
+    def panorama_search(self, graph_id: str, query: str, limit: int = 30, max_chars: int | None = None,
+                        filters: SearchFilter | None = None) -> PanoramaResult:
         node_rows, total_nodes = self._read_all(self.graph.nodes, graph_id, MAX_READ_NODES)
         edge_rows, total_edges = self._read_all(self.graph.edges, graph_id, MAX_READ_EDGES)
-        outcome = self.graph.search(graph_id, query, limit=limit, scope="both")
+        outcome = self.graph.search(graph_id, query, limit=limit, scope="both", filters=filters)
+        if filters is not None and not filters.empty:  # the paged read is not filtered: the hits alone
+            edge_rows = []
         facts = self._ranked_facts(edge_rows, outcome)
         relevant = {hit.uuid for hit in outcome.edges} | {hit.uuid for hit in outcome.nodes}
         relevant |= {uuid for hit in outcome.edges for uuid in (hit.source_uuid, hit.target_uuid)}
@@ -279,15 +290,17 @@ class ReportTools:
 
     def interview_entities(self, graph_id: str, topic: str, questions: list[str],
                            entities: list[str] | None = None, max_entities: int = 3,
-                           limit: int = INTERVIEW_SEARCH_LIMIT, max_chars: int | None = None) -> InterviewResult:
-        outcome = self.graph.search(graph_id, topic, limit=limit, scope="both")
+                           limit: int = INTERVIEW_SEARCH_LIMIT, max_chars: int | None = None,
+                           filters: SearchFilter | None = None) -> InterviewResult:
+        filtered = filters is not None and not filters.empty
+        outcome = self.graph.search(graph_id, topic, limit=limit, scope="both", filters=filters)
         not_found: list[str] = []
         if entities:
             uuids, not_found = self._entities_named(graph_id, entities)
         else:
             uuids = [hit.uuid for hit in outcome.nodes]
             uuids += [uuid for hit in outcome.edges for uuid in (hit.source_uuid, hit.target_uuid)]
-        interviews = [self._interview(graph_id, uuid, topic, questions, outcome)
+        interviews = [self._interview(graph_id, uuid, topic, questions, outcome, only_hits=filtered)
                       for uuid in list(dict.fromkeys(uuids))[:max_entities]]
         return InterviewResult(graph_id=graph_id, topic=topic, questions=questions, interviews=interviews,
                                not_found=not_found, summary=interview_summary(topic, questions, interviews),
@@ -302,13 +315,14 @@ class ReportTools:
         return found, [name for name in names if name.casefold() not in by_name]
 
     def _interview(self, graph_id: str, uuid: str, topic: str, questions: list[str],
-                   outcome: SearchOutcome) -> EntityInterview:
+                   outcome: SearchOutcome, only_hits: bool = False) -> EntityInterview:
         detail = self.graph.node(graph_id, uuid)
         entity = EntityView.from_row(detail)
         # The facts the topic search ranked come first, in its order; then the entity's other facts.
         ranked = [FactView.from_hit(hit, topic) for hit in outcome.edges if uuid in (hit.source_uuid, hit.target_uuid)]
         seen = {fact.uuid for fact in ranked}
-        facts = ranked + [FactView.from_row(row) for row in detail.get("edges", []) if row["uuid"] not in seen]
+        others = [] if only_hits else detail.get("edges", [])  # a filtered search's hits are its facts
+        facts = ranked + [FactView.from_row(row) for row in others if row["uuid"] not in seen]
         kept = facts[:MAX_FACTS_PER_ENTITY]
         interview = EntityInterview(entity=entity, facts=kept, answers=[], facts_left_out=len(facts) - len(kept))
         if not kept:
