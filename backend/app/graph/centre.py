@@ -5,8 +5,10 @@ Graphiti's own node-distance recipe reorders the hybrid search's hits by how far
 from the centre: a fact whose words miss the query never comes near, and the scores it returns are one per
 source entity, not per fact. Here the candidates are the centre's own facts (every one that passes the
 filters, the closest to the query first) together with the first stage's hits, each fact placed by the
-nearer of its two ends (`node_distance_reranker` scores the centre 10, an entity one step from it 1, any
-other 0). Facts with neither end within one step of the centre are left out, so every answer is about the
+nearer of its two ends: the centre, an entity one step from it, or farther. That is Graphiti's
+node-distance measure (`node_distance_reranker`: one hop, the centre itself first), asked here by its own
+query: on FalkorDB Graphiti's function zips each row, already a dict, with the header, so it finds no
+neighbour and scores every entity but the centre 0. Facts with neither end within one step of the centre are left out, so every answer is about the
 centre or its direct neighbours; entity hits are kept the same way. The nearness becomes the first stage's
 score (the centre's facts first, then their neighbours', each tier in the order it came), which the
 fusion weighs with the judge's scores as it weighs any first stage.
@@ -22,7 +24,6 @@ from graphiti_core.edges import EntityEdge, get_entity_edge_from_record
 from graphiti_core.models.edges.edge_db_queries import get_entity_edge_return_query
 from graphiti_core.search.search_config import SearchResults
 from graphiti_core.search.search_filters import SearchFilters, edge_search_filter_query_constructor
-from graphiti_core.search.search_utils import node_distance_reranker
 
 from app.graph.search_hook import FALKORDB_EDGE_FIELDS
 
@@ -30,7 +31,9 @@ logger = logging.getLogger(__name__)
 
 MAX_CENTRE_FACTS = 5000  # a hub's facts read at most; the closest of them to the query are judged
 CENTRE, NEIGHBOUR = 1.0, 0.5  # a fact's nearness: one of its ends is the centre / one step from it
-_GRAPHITI_CENTRE, _GRAPHITI_NEIGHBOUR = 10.0, 1.0  # node_distance_reranker's scores for them
+# Graphiti's node_distance_reranker query: which of these entities share a fact with the centre.
+NEIGHBOURS_QUERY = ("UNWIND $uuids AS wanted MATCH (c:Entity {uuid: $centre})-[:RELATES_TO]-(n:Entity {uuid: wanted}) "
+                    "RETURN DISTINCT wanted AS uuid")
 TIER_SPREAD = 0.4  # the room the order within a tier takes, below the gap between tiers
 
 # The centre's facts, either direction; {conditions} are Graphiti's filter conditions on e, n and m.
@@ -56,13 +59,12 @@ async def centre_facts(driver, group_id: str, centre_uuid: str, filters: SearchF
 
 
 async def nearness_of_entities(driver, entity_uuids: list[str], centre_uuid: str) -> dict[str, float]:
-    """CENTRE for the centre, NEIGHBOUR for an entity one step from it, 0.0 for any other: Graphiti's
-    node-distance reranking (through the driver's search hook)."""
-    if not entity_uuids:
-        return {}
-    uuids, scores = await node_distance_reranker(driver, entity_uuids, centre_uuid)
-    tier = {_GRAPHITI_CENTRE: CENTRE, _GRAPHITI_NEIGHBOUR: NEIGHBOUR}
-    return {uuid: tier.get(score, 0.0) for uuid, score in zip(uuids, scores)}
+    """CENTRE for the centre, NEIGHBOUR for an entity one step from it, 0.0 for any other."""
+    others = [uuid for uuid in entity_uuids if uuid != centre_uuid]
+    records, _, _ = await driver.execute_query(NEIGHBOURS_QUERY, uuids=others, centre=centre_uuid, routing_="r")
+    neighbours = {record["uuid"] for record in records}
+    return {uuid: CENTRE if uuid == centre_uuid else NEIGHBOUR if uuid in neighbours else 0.0
+            for uuid in entity_uuids}
 
 
 def _tiered_scores(nearness: list[float]) -> list[float]:
