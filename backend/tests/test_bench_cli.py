@@ -43,11 +43,11 @@ SERVER_COMMANDS = {
 def test_every_benchmark_is_a_bench_command():
     # import-search has its own servers; combine and choose-fusion read stored results only; vector-recall
     # and first-stage read a stored graph (tests/test_scale_bench.py, tests/test_graph_bench.py);
-    # first-stage-time writes its own (tests/test_scale_bench.py); question-pool asks no model
+    # first-stage-time writes its own (tests/test_scale_bench.py), and so does filter-cost; question-pool asks no model
     # (tests/test_question_pool.py); replicas starts its own stand-in model (tests/test_replicas_bench.py); load
     # its own stand-in judge (tests/test_load_command.py).
     assert set(SERVER_COMMANDS) | {"import-search", "combine", "choose-fusion", "vector-recall",
-                                   "first-stage", "first-stage-time", "question-pool",
+                                   "first-stage", "first-stage-time", "filter-cost", "question-pool",
                                    "replicas", "load"} == set(bench_group.commands)
 
 

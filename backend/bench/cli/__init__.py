@@ -271,10 +271,11 @@ def main(args: list[str] | None = None) -> None:
 
 # Each module adds its command to bench_group; imported last, since they use the helpers above.
 from bench.cli import (  # noqa: E402
-    choose_fusion, combine, distractor_judge, first_stage, first_stage_time, graph, import_search, ingest_speed,
-    injection, judge_speed, load, prompt_layout, question_pool, replicas, report, rerank, scale, vector_recall,
+    choose_fusion, combine, distractor_judge, filter_cost, first_stage, first_stage_time, graph, import_search,
+    ingest_speed, injection, judge_speed, load, prompt_layout, question_pool, replicas, report, rerank, scale,
+    vector_recall,
 )
 
-__all__ = ["app_script_info", "bench_group", "main", "choose_fusion", "combine", "distractor_judge", "first_stage",
-           "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "load",
+__all__ = ["app_script_info", "bench_group", "main", "choose_fusion", "combine", "distractor_judge", "filter_cost",
+           "first_stage", "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "load",
            "prompt_layout", "question_pool", "replicas", "report", "rerank", "scale", "vector_recall"]
