@@ -144,7 +144,8 @@ def test_the_model_and_the_api_know_the_same_tools_with_the_same_arguments(api):
         params = {param.name: param for param in TOOLS[name].parameters}
         assert arguments and set(arguments) <= set(params)
         assert set(params) - set(arguments) <= set(prompts.AGENT_HIDDEN_ARGUMENTS)  # never shown, still valid
-        call = {argument: ["Who runs it?"] if params[argument].kind == "texts" else "ferry" for argument in arguments}
+        example = {"texts": ["Who runs it?"], "time": "2024-05-01T00:00:00Z"}  # a value each kind takes
+        call = {argument: example.get(params[argument].kind, "ferry") for argument in arguments}
         kind, tool, checked = agent._action_of(json.dumps({"action": "tool", "tool": name, "arguments": call}))
         assert (kind, tool) == ("tool", TOOLS[name]) and set(call) <= set(checked)
         answer = run_tool(client, gid, name, **call)

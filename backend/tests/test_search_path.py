@@ -63,6 +63,7 @@ SEARCH_SUPPORT = {
     "graph/loop.py": "the one asyncio loop graph coroutines run on",
     "graph/operations.py": "graph operations under their locks and deadline",
     "graph/search_hook.py": "the first stage's keyword and cosine halves",
+    "graph/search_filters.py": "the request's filters as Graphiti's, and whether each fact still holds",
     "graph/server_process.py": "is the embedded database's process still up?",
     "graph/store.py": "the graph registry (does the graph exist?)",
     "graph/text_rules.py": "text checks of the query",
