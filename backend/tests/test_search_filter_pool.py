@@ -82,6 +82,13 @@ def test_a_filter_leaves_the_judge_as_many_candidates_as_the_whole_graph(backend
     assert [edge["relation"] for edge in narrowed["edges"]] == ["REPAIRS", "REPAIRS"]
     assert all(edge["rerank_score"] == pytest.approx(0.9, abs=1e-6) for edge in narrowed["edges"])
 
+    # The neighbourhood's facts are filtered too: every fact of the pump station joins, the repairs only.
+    scripted_llm.reset()
+    around = client.post(f"/api/graph/{graph_id}/search", json={"query": QUERY, "limit": 2, "neighbourhood": 1,
+                                                                "relation_types": ["repairs"]}).get_json()
+    assert around["judged"] == scripted_llm.count == len(REPAIRS)  # 6 of the first stage, the other 2 around
+    assert {text for text in REPAIR_TEXTS if any(text in passage for passage in judged(scripted_llm))} == REPAIR_TEXTS
+
 
 def test_the_judge_weighs_the_facts_around_the_centre(backend, graph_backend, scripted_llm, pump):
     _, graph_id = pump

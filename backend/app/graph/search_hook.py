@@ -28,8 +28,11 @@ those, so a filter that few of them pass leaves a handful or none. On Neo4j a ke
 is ours (`neo4j_filtered_keyword_search`): the procedure streams every hit, the filters run on each, and
 the limit comes after.
 
-Every other search, and a FalkorDB keyword search with filters, runs Graphiti's own code on a copy of the
-driver without the hook (`exact`). `VectorIndexSearch` (vector_index.py) extends this hook with the
+On FalkorDB a keyword search with filters is Graphiti's own query with the filters among the checks on every
+hit and the sort and the limit ahead of reading the fields, as `checked_keyword_search` runs it: Graphiti's
+reads every passing hit's fields, embedding included, before it sorts.
+
+Every other search runs Graphiti's own code on a copy of the driver without the hook (`exact`). `VectorIndexSearch` (vector_index.py) extends this hook with the
 similarity half read from a vector index.
 """
 
@@ -65,7 +68,8 @@ FALKORDB_EDGES_BY_UUID_QUERY = (
     "WITH e, startNode(e) AS n, endNode(e) AS m WHERE n:Entity AND m:Entity RETURN " + FALKORDB_EDGE_FIELDS)
 _FULLTEXT_HITS = "CALL db.idx.fulltext.queryRelationships('RELATES_TO', $query) YIELD relationship AS e, score "
 _ENDPOINTS = "WITH e, score, startNode(e) AS n, endNode(e) AS m "
-# Graphiti's checks on a hit; {group_filter} is "AND e.group_id IN $group_ids " when the search names groups.
+# Graphiti's checks on a hit; {group_filter} is "AND e.group_id IN $group_ids " when the search names groups,
+# and with filters, "AND " and their conditions.
 _HIT_CHECKS = "n:Entity AND m:Entity {group_filter}"
 # The best `limit` hits ranked bare, read with whether each passes the checks.
 FALKORDB_KEYWORD_QUERY = (
@@ -95,20 +99,26 @@ async def edges_by_uuid(driver, uuids: list[str]) -> list[EntityEdge]:
     return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
 
-async def checked_keyword_search(driver, query: str, group_ids: list[str] | None, limit: int) -> list[EntityEdge]:
-    """The keyword half with Graphiti's checks on every hit, as Graphiti runs them (FalkorDB): what
-    `GraphSearch` falls back to."""
+async def checked_keyword_search(driver, query: str, group_ids: list[str] | None, limit: int,
+                                 search_filter: SearchFilters | None = None) -> list[EntityEdge]:
+    """The keyword half with Graphiti's checks, and the filters, on every hit, as Graphiti runs them
+    (FalkorDB): what `GraphSearch` falls back to, and how it runs a search with filters."""
     words = search_utils.fulltext_query(query, group_ids, driver)
     if not words:
         return []
-    records = await _keyword_records(driver, FALKORDB_CHECKED_KEYWORD_QUERY, words, group_ids, limit)
+    records = await _keyword_records(driver, FALKORDB_CHECKED_KEYWORD_QUERY, words, group_ids, limit,
+                                     search_filter or SearchFilters())
     return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
 
-async def _keyword_records(driver, cypher: str, words: str, group_ids: list[str] | None, limit: int) -> list:
-    group_filter = "AND e.group_id IN $group_ids " if group_ids is not None else ""
-    records, _, _ = await driver.execute_query(cypher.replace("{group_filter}", group_filter),
-                                               query=words, limit=limit, group_ids=group_ids, routing_="r")
+async def _keyword_records(driver, cypher: str, words: str, group_ids: list[str] | None, limit: int,
+                           search_filter: SearchFilters = SearchFilters()) -> list:
+    conditions, params = edge_search_filter_query_constructor(search_filter, driver.provider)
+    if group_ids is not None:
+        conditions.append("e.group_id IN $group_ids")
+    checks = "".join(f"AND {condition} " for condition in conditions)
+    records, _, _ = await driver.execute_query(cypher.replace("{group_filter}", checks),
+                                               query=words, limit=limit, group_ids=group_ids, routing_="r", **params)
     return records
 
 
@@ -170,10 +180,12 @@ class GraphSearch(SearchInterface):
 
     async def edge_fulltext_search(self, driver, query: str, search_filter, group_ids: list[str] | None = None,
                                    limit: int = search_utils.RELEVANT_SCHEMA_LIMIT) -> list[EntityEdge]:
-        if driver.provider == GraphProvider.NEO4J and search_filter != SearchFilters():
-            return await neo4j_filtered_keyword_search(driver, query, search_filter, group_ids, limit)
-        if driver.provider != GraphProvider.FALKORDB or search_filter != SearchFilters():
+        if driver.provider != GraphProvider.FALKORDB:
+            if search_filter != SearchFilters():
+                return await neo4j_filtered_keyword_search(driver, query, search_filter, group_ids, limit)
             return await search_utils.edge_fulltext_search(exact(driver), query, search_filter, group_ids, limit)
+        if search_filter != SearchFilters():
+            return await checked_keyword_search(driver, query, group_ids, limit, search_filter)
         words = search_utils.fulltext_query(query, group_ids, driver)
         if not words:
             return []
