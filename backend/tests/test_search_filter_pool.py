@@ -4,13 +4,16 @@ databases, over real HTTP to the scripted judge; and the centre search's candida
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from graphiti_core.search import search_utils
 
 from app.graph.loop import run_on_loop
-from app.graph.runtime import GraphitiAdapter
-from app.graph.search_filters import graphiti_filters, parse_filter
+from app.graph.runtime import GraphitiAdapter, embedding_dimension
+from app.graph.search_filters import graphiti_filters, parse_filter, resolve_entity
 from app.graph.search_hook import exact
+from app.graph.vector_index import ensure_vector_index, index_state, nearest_passing_facts
 from tests.conftest import unique_graph_id
 from tests.support.scripted_llm import judge
 
@@ -101,3 +104,27 @@ def test_the_judge_weighs_the_facts_around_the_centre(backend, graph_backend, sc
     assert all("Pump Station" in (edge["source"], edge["target"]) for edge in answer["edges"])
     assert answer["edges"][0]["fact"] == "Crew 4 repaired a valve at the pump station"
     assert answer["edges"][0]["first_stage_rank"] == 1 and answer["edges"][0]["rerank_score"] > 0.5
+
+
+def test_the_vector_index_answers_a_filtered_search_with_the_nearest_facts_that_pass(pump):
+    app, graph_id = pump
+    adapter = GraphitiAdapter(app.config["APP_CONFIG"])
+    driver = exact(adapter.runtime.driver_for(graph_id))
+    run_on_loop(ensure_vector_index(driver, embedding_dimension(app.config["APP_CONFIG"])), 60)
+    vector = run_on_loop(adapter.runtime.graphiti.embedder.create(QUERY), 60)
+    for fields, expected in (({"relation_types": ["repairs"]}, 5), ({"source": "Crew 3"}, 1)):
+        filters = graphiti_filters(parse_filter({key: value for key, value in fields.items() if key != "source"}),
+                                   now=None, source_uuids=[_entity_uuid(driver, graph_id, fields["source"])]
+                                   if "source" in fields else None)
+        exact_nearest = run_on_loop(search_utils.edge_similarity_search(driver, vector, None, None, filters,
+                                                                        [graph_id], 5, 0.0), 60)
+        for _ in range(300):  # the database builds the index in the background
+            if run_on_loop(index_state(driver), 60) == "ready":
+                break
+            time.sleep(0.2)
+        found = run_on_loop(nearest_passing_facts(driver, vector, 5, 0.0, [graph_id], filters), 60)
+        assert [edge.uuid for edge in found] == [edge.uuid for edge in exact_nearest] and len(found) == expected
+
+
+def _entity_uuid(driver, graph_id: str, name: str) -> str:
+    return run_on_loop(resolve_entity(driver, graph_id, "source", name), 60)[0]

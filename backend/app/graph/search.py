@@ -37,7 +37,8 @@ from graphiti_core.search.search_filters import SearchFilters
 from app.config import Config
 from app.graph import shared_fulltext
 from app.graph.centre import around_centre
-from app.graph.search_filters import SearchFilter, admitted, is_current, resolve_entity, resolved_filters
+from app.graph.search_filters import SearchFilter, is_current, resolve_entity, resolved_filters
+from app.graph.search_hook import admitted
 from app.graph.store import cypher_rows
 from app.graph.timestamps import iso
 from graphiti_llm_rerank import Judgement, Placed, judge_positions, rank_candidates

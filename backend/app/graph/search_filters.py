@@ -29,9 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from graphiti_core.helpers import SAFE_CYPHER_IDENTIFIER_PATTERN
-from graphiti_core.search.search_filters import (
-    ComparisonOperator, DateFilter, SearchFilters, edge_search_filter_query_constructor,
-)
+from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
 
 from app.graph.fact_import import relation_name
 
@@ -254,10 +252,6 @@ class UnknownEntityError(LookupError):
 
 ENTITY_BY_UUID_QUERY = "MATCH (n:Entity {uuid: $value}) WHERE n.group_id = $graph_id RETURN n.uuid AS uuid"
 ENTITY_BY_NAME_QUERY = "MATCH (n:Entity {name: $value}) WHERE n.group_id = $graph_id RETURN n.uuid AS uuid"
-# Candidates found some other way (a neighbourhood, a centre) checked against the filter, read by uuid
-# through the edge index; {conditions} are Graphiti's own, on e and its ends n and m.
-ADMITTED_QUERY = ("UNWIND $uuids AS wanted MATCH ()-[e:RELATES_TO {uuid: wanted}]->() "
-                  "WITH e, startNode(e) AS n, endNode(e) AS m WHERE {conditions} RETURN e.uuid AS uuid")
 
 
 async def resolve_entity(driver, graph_id: str, field_name: str, value: str) -> list[str]:
@@ -277,13 +271,3 @@ async def resolved_filters(driver, graph_id: str, search_filter: SearchFilter, n
         value = getattr(search_filter, name)
         ends[name] = await resolve_entity(driver, graph_id, name, value) if value is not None else None
     return graphiti_filters(search_filter, now, source_uuids=ends["source"], target_uuids=ends["target"])
-
-
-async def admitted(driver, filters: SearchFilters, uuids: list[str]) -> set[str]:
-    """Which of these facts pass `filters`, by Graphiti's own conditions."""
-    conditions, params = edge_search_filter_query_constructor(filters, driver.provider)
-    if not conditions or not uuids:
-        return set(uuids)
-    records, _, _ = await driver.execute_query(ADMITTED_QUERY.replace("{conditions}", " AND ".join(conditions)),
-                                               uuids=uuids, routing_="r", **params)
-    return {record["uuid"] for record in records}

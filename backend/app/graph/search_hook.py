@@ -165,6 +165,22 @@ async def neo4j_filtered_node_keyword_search(driver, query: str, search_filter: 
     return [get_entity_node_from_record(record, driver.provider) for record in records]
 
 
+# Candidates found some other way (a neighbourhood, a centre) checked against the filter, read by uuid
+# through the edge index; {conditions} are Graphiti's own, on e and its ends n and m.
+ADMITTED_QUERY = ("UNWIND $uuids AS wanted MATCH ()-[e:RELATES_TO {uuid: wanted}]->() "
+                  "WITH e, startNode(e) AS n, endNode(e) AS m WHERE {conditions} RETURN e.uuid AS uuid")
+
+
+async def admitted(driver, filters: SearchFilters, uuids: list[str]) -> set[str]:
+    """Which of these facts pass `filters`, by Graphiti's own conditions."""
+    conditions, params = edge_search_filter_query_constructor(filters, driver.provider)
+    if not conditions or not uuids:
+        return set(uuids)
+    records, _, _ = await driver.execute_query(ADMITTED_QUERY.replace("{conditions}", " AND ".join(conditions)),
+                                               uuids=uuids, routing_="r", **params)
+    return {record["uuid"] for record in records}
+
+
 def _graphiti_own(name: str):
     """The hook's method `name`: Graphiti's search of that name on the driver without the hook."""
     async def search(self, driver, *args: Any, **kwargs: Any):

@@ -4,7 +4,12 @@ Graphiti's edge similarity search computes the cosine between the query and ever
 in Cypher, so the first stage grows linearly with the graph. Both databases keep an HNSW index over a
 relationship property; `VectorIndexSearch`, set as the driver's `search_interface` (Graphiti's search
 hook, app/graph/search_hook.py), answers the edge similarity search from it and leaves every other
-search, and any similarity search with filters or endpoints, to the hook it extends.
+search, and any similarity search with endpoints, to the hook it extends.
+
+A search with filters (app/graph/search_filters.py) reads the index's nearest facts in growing numbers and keeps
+those that pass the filters, nearest first, until `limit` pass or the index has no more: a fact the index placed
+farther out is farther than every one kept, so the kept are the nearest that pass. A filter too narrow for
+MAX_ASKED hits to hold `limit` of its facts takes the exact path, which filters in the scan.
 
 - FalkorDB: each graph of ours is a FalkorDB graph with its own index, so the index's hits are the
   graph's. After the database reloads a graph from disk its index answers each fact twice (and
@@ -45,7 +50,7 @@ from graphiti_core.search.search_filters import SearchFilters
 from neo4j.exceptions import ClientError as Neo4jClientError
 from pydantic import PrivateAttr
 
-from app.graph.search_hook import GraphSearch, edges_by_uuid, exact
+from app.graph.search_hook import GraphSearch, admitted, edges_by_uuid, exact
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +148,12 @@ class VectorIndexSearch(GraphSearch):
                                      search_filter, group_ids=None, limit=search_utils.RELEVANT_SCHEMA_LIMIT,
                                      min_score=search_utils.DEFAULT_MIN_SCORE) -> list[EntityEdge]:
         plain = exact(driver)
-        unfiltered = source_node_uuid is None and target_node_uuid is None and search_filter == SearchFilters()
-        if unfiltered and await self._large_enough(plain, group_ids) and await self._index_ready(plain):
-            found = await nearest_facts(plain, search_vector, limit, min_score, group_ids)
+        no_endpoints = source_node_uuid is None and target_node_uuid is None
+        if no_endpoints and await self._large_enough(plain, group_ids) and await self._index_ready(plain):
+            if search_filter == SearchFilters():
+                found = await nearest_facts(plain, search_vector, limit, min_score, group_ids)
+            else:
+                found = await nearest_passing_facts(plain, search_vector, limit, min_score, group_ids, search_filter)
             if found is not None:
                 return found
         return await search_utils.edge_similarity_search(plain, search_vector, source_node_uuid, target_node_uuid,
@@ -191,6 +199,27 @@ async def nearest_facts(driver, vector: list[float], limit: int, min_score: floa
         return uuids
     by_uuid = {edge.uuid: edge for edge in await edges_by_uuid(driver, uuids)}
     return [by_uuid[uuid] for uuid in uuids if uuid in by_uuid]
+
+
+async def nearest_passing_facts(driver, vector: list[float], limit: int, min_score: float, group_ids: list[str] | None,
+                                search_filter: SearchFilters) -> list[EntityEdge] | None:
+    """The `limit` facts nearest `vector` by the index among those that pass `search_filter`, nearest first;
+    None when even MAX_ASKED of the index's facts hold fewer (take the exact path)."""
+    asked = limit * default_overfetch(driver)
+    while True:
+        uuids = await _nearest_uuids(driver, list(vector), asked, min_score, group_ids, overfetch=1)
+        if uuids is None:
+            return None
+        passing = await admitted(driver, search_filter, uuids)
+        kept = [uuid for uuid in uuids if uuid in passing][:limit]
+        if len(kept) == limit or len(uuids) < asked:  # enough, or every fact the index holds above min_score seen
+            by_uuid = {edge.uuid: edge for edge in await edges_by_uuid(driver, kept)}
+            return [by_uuid[uuid] for uuid in kept if uuid in by_uuid]
+        if asked >= MAX_ASKED:
+            logger.debug("Vector index: %d facts pass the filters in %d nearest; exact path", len(kept), asked)
+            return None
+        # As many more as the share that passed says are needed, at least twice as many.
+        asked = min(MAX_ASKED, max(2 * asked, asked * limit // max(len(kept), 1)))
 
 
 async def _nearest_uuids(driver, vector, limit, min_score, group_ids, overfetch) -> list[str] | None:
