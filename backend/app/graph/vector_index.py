@@ -204,7 +204,11 @@ async def nearest_facts(driver, vector: list[float], limit: int, min_score: floa
 async def nearest_passing_facts(driver, vector: list[float], limit: int, min_score: float, group_ids: list[str] | None,
                                 search_filter: SearchFilters) -> list[EntityEdge] | None:
     """The `limit` facts nearest `vector` by the index among those that pass `search_filter`, nearest first;
-    None when even MAX_ASKED of the index's facts hold fewer (take the exact path)."""
+    None when the share that passes says MAX_ASKED of the index's facts would hold fewer, and for a filter on
+    a fact's ends or uuids, whose few facts the exact path reaches through them (take the exact path)."""
+    if any(ends is not None for ends in (search_filter.edge_source_node_uuids, search_filter.edge_target_node_uuids,
+                                         search_filter.edge_uuids)):
+        return None
     asked = limit * default_overfetch(driver)
     while True:
         uuids = await _nearest_uuids(driver, list(vector), asked, min_score, group_ids, overfetch=1)
@@ -215,11 +219,11 @@ async def nearest_passing_facts(driver, vector: list[float], limit: int, min_sco
         if len(kept) == limit or len(uuids) < asked:  # enough, or every fact the index holds above min_score seen
             by_uuid = {edge.uuid: edge for edge in await edges_by_uuid(driver, kept)}
             return [by_uuid[uuid] for uuid in kept if uuid in by_uuid]
-        if asked >= MAX_ASKED:
+        needed = asked * limit // max(len(kept), 1)  # as the share that passed says (none: at least this many)
+        if needed > MAX_ASKED or asked >= MAX_ASKED:
             logger.debug("Vector index: %d facts pass the filters in %d nearest; exact path", len(kept), asked)
             return None
-        # As many more as the share that passed says are needed, at least twice as many.
-        asked = min(MAX_ASKED, max(2 * asked, asked * limit // max(len(kept), 1)))
+        asked = min(MAX_ASKED, max(2 * asked, needed))
 
 
 async def _nearest_uuids(driver, vector, limit, min_score, group_ids, overfetch) -> list[str] | None:
