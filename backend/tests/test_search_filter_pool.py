@@ -11,7 +11,7 @@ from graphiti_core.search import search_utils
 
 from app.graph.loop import run_on_loop
 from app.graph.runtime import GraphitiAdapter, embedding_dimension
-from app.graph.search_filters import graphiti_filters, parse_filter, resolve_entity
+from app.graph.search_filters import SearchFilter, graphiti_filters, parse_filter, resolve_entity
 from app.graph.search_hook import exact
 from app.graph.vector_index import ensure_vector_index, index_state, nearest_passing_facts
 from tests.conftest import unique_graph_id
@@ -112,7 +112,10 @@ def test_the_vector_index_answers_a_filtered_search_with_the_nearest_facts_that_
     driver = exact(adapter.runtime.driver_for(graph_id))
     run_on_loop(ensure_vector_index(driver, embedding_dimension(app.config["APP_CONFIG"])), 60)
     vector = run_on_loop(adapter.runtime.graphiti.embedder.create(QUERY), 60)
-    for fields, expected in (({"relation_types": ["repairs"]}, 5), ({"source": "Crew 3"}, 1)):
+    # A filter on a fact's ends takes the exact path (None), which reaches that entity's few facts through it.
+    by_source = graphiti_filters(SearchFilter(), now=None, source_uuids=[_entity_uuid(driver, graph_id, "Crew 3")])
+    assert run_on_loop(nearest_passing_facts(driver, vector, 5, 0.0, [graph_id], by_source), 60) is None
+    for fields, expected in (({"relation_types": ["repairs"]}, 5),):
         filters = graphiti_filters(parse_filter({key: value for key, value in fields.items() if key != "source"}),
                                    now=None, source_uuids=[_entity_uuid(driver, graph_id, fields["source"])]
                                    if "source" in fields else None)

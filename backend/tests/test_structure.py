@@ -327,6 +327,8 @@ BENCH_MAY_IMPORT = frozenset({
     # and scale benchmarks time these parts one by one
     "app.graph.runtime", "app.graph.loop", "app.graph.search", "app.graph.search_hook", "app.graph.vector_index",
     "app.graph.store", "app.graph.unavailable",
+    # what a search is narrowed to (SearchFilter, parse_filter): the filter and time benchmarks search with it
+    "app.graph.search_filters",
     # the embedder's similarities the search uses (query embedding, cosines): the cosine-only rows and the cheap order
     "app.graph.similarity",
     # the servers the app starts, and how: free ports and child processes, the local Neo4j, the embedded
