@@ -42,6 +42,9 @@ RERANKER_STRATEGIES = RerankerConfig.ALLOWED["strategy"]
 MMR_BASE_STRATEGIES = RerankerConfig.ALLOWED["mmr_base"]
 RERANKER_FUSIONS = RerankerConfig.ALLOWED["fusion"]
 RERANKER_JUDGE_FOCI = RerankerConfig.ALLOWED["judge_focus"]
+# What the judge reads of a fact's validity beside its text (app/graph/search.py `edge_passage`): nothing,
+# its dates, or its dates and whether it still holds at the time of the search.
+RERANKER_PASSAGE_TIMES = ("off", "dates", "status")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # HOST names that reach only this machine; any other HOST needs API_TOKEN (`Config.check_serving`).
 LOOPBACK_NAMES = ("localhost",)
@@ -238,6 +241,9 @@ class Config:
     # Which N: `top`, the cheap order's first N; `cut`, the N around the answer's cut (its limit), which
     # decide what makes the answer, while the cheap order's clear leaders keep their places.
     reranker_judge_focus: Annotated[str, one_of(RERANKER_JUDGE_FOCI)] = "top"
+    # A fact's validity in the passage the judge reads, so "who runs it now" can prefer the fact that still
+    # holds over one superseded (docs/bench/TEMPORAL.md).
+    reranker_passage_time: Annotated[str, one_of(RERANKER_PASSAGE_TIMES)] = "status"
     reranker_cache_size: Annotated[int, Field(ge=0)] = 4096
     reranker_candidates: Annotated[int, Field(ge=1)] = 2
     reranker_max_tokens: Annotated[int, Field(ge=1)] = 16

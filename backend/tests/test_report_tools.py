@@ -303,7 +303,9 @@ def test_reranker_switch_changes_the_tools_order_and_nothing_else(backend, scrip
     judge_score.update({f["fact"]: 0.02 for f in REPORT_FACTS if f["fact"] not in judge_score})
     scripted_llm.responder = judge_or_chat(lambda query, passage: judge_score.get(passage, 0.5), switch_chat)
     app, _ = backend(RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=scripted_llm.base_url,
-                     RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", RERANKER_FUSION="none", **llm_settings)
+                     RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", RERANKER_FUSION="none",
+                     RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text
+                     **llm_settings)
     search, insight, interview = run_every_ordered_tool(app.config["APP_CONFIG"], gid)
 
     def by_judge(facts):

@@ -35,7 +35,8 @@ def test_search_order_is_the_judges_order_not_rrf(backend, scripted_llm, water_g
     scripted_llm.responder = judge(lambda query, passage: (rrf.index(passage) + 1) / 10)
     # The judge's order alone: the default fusion also weighs the first stage and the embedder's cosine,
     # which may keep a fact the judge demotes (test_fusion.py).
-    _, client = _reranking_backend(backend, scripted_llm, RERANKER_FUSION="none")
+    # The scripted judge knows the facts by their text: the passages carry no validity (test_passage_time.py).
+    _, client = _reranking_backend(backend, scripted_llm, RERANKER_FUSION="none", RERANKER_PASSAGE_TIME="off")
     body = client.post(f"/api/graph/{water_graph}/search", json={"query": QUERY, "limit": 4}).get_json()
 
     assert [edge["fact"] for edge in body["edges"]] == rrf[::-1][:4]

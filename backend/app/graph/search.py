@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -137,6 +138,30 @@ class SearchOutcome:
             "error": self.error,
             "timings_ms": self.timings_ms,
         }
+
+
+def edge_passage(edge: EntityEdge, time_mode: str, now: datetime) -> str:
+    """The text the judge reads for a fact: the fact, led by its validity unless `time_mode` is "off"
+    (RERANKER_PASSAGE_TIME). "dates": "(valid from 2016-03-01 until 2019-07-31) <fact>"; "status" adds
+    whether the fact holds at `now` ("; current", "; ended", "; not yet valid"), so a question about
+    the present needs no date arithmetic from the judge. The validity leads because a long fact is cut
+    at RERANKER_MAX_DOCUMENT_CHARS in the prompt; it stays in the passage, after the query, so the
+    prompt's shared prefix (the query) is unchanged. A fact without any date reads as it is."""
+    valid, invalid = _utc(edge.valid_at), _utc(edge.invalid_at)
+    if time_mode == "off" or not (valid or invalid):
+        return edge.fact
+    span = " ".join(part for part in (f"from {valid.date().isoformat()}" if valid else "",
+                                      f"until {invalid.date().isoformat()}" if invalid else "") if part)
+    if time_mode == "status":
+        ended = min((moment for moment in (invalid, _utc(edge.expired_at)) if moment), default=None)
+        span += "; " + ("ended" if ended and ended <= now else "not yet valid" if valid and valid > now
+                        else "current")
+    return f"(valid {span}) {edge.fact}"
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A stored time as an aware UTC datetime (a database may hand it back without its zone)."""
+    return moment.replace(tzinfo=timezone.utc) if moment and moment.tzinfo is None else moment
 
 
 def node_passage(node: EntityNode) -> str:
@@ -329,9 +354,11 @@ async def search_graph(runtime, graph_id: str, query: str, limit: int = 10, scop
     first = pool.results
     edge_scores = _scores(first.edge_reranker_scores, len(first.edges))
     node_scores = _scores(first.node_reranker_scores, len(first.nodes))
+    now = datetime.now(timezone.utc)
     edge_cut = limit + sum(1 for edge in first.edges if edge.uuid in exclude)  # held facts leave the answer
     edge_trace, node_trace, names = await asyncio.gather(
-        _order(runtime.reranker, enabled, config, query, [edge.fact for edge in first.edges],
+        _order(runtime.reranker, enabled, config, query,
+               [edge_passage(edge, config.reranker_passage_time, now) for edge in first.edges],
                [_edge_metadata(edge) for edge in first.edges], edge_scores, edge_cut, pool.edge_cosine),
         _order(runtime.reranker, enabled, config, query, [node_passage(node) for node in first.nodes],
                [{} for _ in first.nodes], node_scores, limit),
