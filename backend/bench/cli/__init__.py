@@ -273,9 +273,9 @@ def main(args: list[str] | None = None) -> None:
 from bench.cli import (  # noqa: E402
     choose_fusion, combine, distractor_judge, filter_cost, first_stage, first_stage_time, graph, import_search,
     ingest_speed, injection, judge_speed, load, prompt_layout, question_pool, replicas, report, rerank, scale,
-    vector_recall,
+    temporal, vector_recall,
 )
 
 __all__ = ["app_script_info", "bench_group", "main", "choose_fusion", "combine", "distractor_judge", "filter_cost",
            "first_stage", "first_stage_time", "graph", "import_search", "ingest_speed", "injection", "judge_speed", "load",
-           "prompt_layout", "question_pool", "replicas", "report", "rerank", "scale", "vector_recall"]
+           "prompt_layout", "question_pool", "replicas", "report", "rerank", "scale", "temporal", "vector_recall"]
