@@ -34,6 +34,7 @@ FAST = dict(
     RERANKER_BREAKER_THRESHOLD=1000, RERANKER_CACHE_SIZE=0,
     # The judge's own order: these tests check the judge's failure handling; fusion has test_fusion.py.
     RERANKER_FUSION="none",
+    RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text (time: test_passage_time.py)
 )
 
 

@@ -50,6 +50,7 @@ def faulty_client(backend, llm, water_graph):
         RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=TIMEOUT_S, RERANKER_DEADLINE_S=DEADLINE_S,
         RERANKER_BREAKER_THRESHOLD=1000, RERANKER_CACHE_SIZE=0,
         RERANKER_FUSION="none",  # the judge's own order: these tests check failure handling, not fusion
+        RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text
         LLM_BASE_URL=llm.base_url, LLM_MODEL_NAME="chat-model", LLM_TIMEOUT_S=LLM_TIMEOUT_S,
     )
     graphiti_adapter.GraphitiAdapter(app.config["APP_CONFIG"]).runtime  # /health shows stats once built

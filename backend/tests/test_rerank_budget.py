@@ -214,6 +214,7 @@ def test_search_says_how_many_were_judged_and_keeps_the_rest_in_place(backend, w
         app, client = backend(
             RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=server.base_url, RERANKER_MODEL="judge-model",
             RERANKER_FUSION="none",  # the judge's own order; fusion has test_fusion.py
+            RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text
             RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=30, RERANKER_MAX_PARALLEL=1,
             RERANKER_BREAKER_THRESHOLD=1000, RERANKER_CACHE_SIZE=0, **{"RERANKER_DEADLINE_S": 30, limit: 1.0})
         body = client.post(f"/api/graph/{water}/search", json={"query": SEARCH_QUERY, "limit": 8}).get_json()
@@ -237,6 +238,7 @@ def test_search_with_a_failing_passage_counts_it_as_not_judged(backend, water):
         _, client = backend(
             RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=server.base_url, RERANKER_MODEL="judge-model",
             RERANKER_FUSION="none",  # the judge's own order; fusion has test_fusion.py
+            RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text
             RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=5, RERANKER_BREAKER_THRESHOLD=1000,
             RERANKER_CACHE_SIZE=0)
         body = client.post(f"/api/graph/{water}/search", json={"query": SEARCH_QUERY, "limit": 8}).get_json()
@@ -250,6 +252,7 @@ def test_the_partial_judgement_is_in_the_search_trace(backend, water):
         app, _ = backend(
             RERANKER_PROVIDER="ollama", RERANKER_BASE_URL=server.base_url, RERANKER_MODEL="judge-model",
             RERANKER_FUSION="none",  # the judge's own order; fusion has test_fusion.py
+            RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text
             RERANKER_SCORE_MODE="logprobs", RERANKER_TIMEOUT_S=30, RERANKER_MAX_PARALLEL=1,
             RERANKER_BREAKER_THRESHOLD=1000, RERANKER_CACHE_SIZE=0, RERANKER_BUDGET_S=1.0)
         outcome = GraphitiAdapter(app.config["APP_CONFIG"]).graph.search(water, SEARCH_QUERY, limit=8)
