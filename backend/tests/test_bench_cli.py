@@ -37,6 +37,7 @@ SERVER_COMMANDS = {
     "graph": ["--dataset", "{dataset}", "--yes"],
     "report": ["--llm-base-url", "{url}", "--yes"],
     "scale": ["--model", "m", "--sizes", "10"],
+    "temporal": ["--model", "m", "--output", "{dataset}"],
 }
 
 
