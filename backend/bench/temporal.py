@@ -15,7 +15,8 @@ search gives these orders of the same candidates, scored with the filters off an
 
 - `first stage`: Graphiti's hybrid RRF order (no model);
 - `cosine`: the embedder's cosine to the question alone (the cheapest signal beyond the first stage);
-- `judge, time <mode>`: the search's own fused order, the judge reading the passage as that mode builds it.
+- `judge, time <mode>`: the search's own fused order (RERANKER_FUSION), the judge reading the passage as
+  that mode builds it; `judge alone, time <mode>`: the judge's scores alone, before fusion.
 
 Filters on means the question's `at` as the search's `as_of`: a second search of each question with
 `filters=SearchFilter(as_of=at)` (app/graph/search_filters.py) once the search has its filters. Until
@@ -240,7 +241,11 @@ def orders(record: dict) -> dict[str, list[int]]:
     """Each signal's order of the record's candidate positions, best first (ties: first-stage order)."""
     count = len(record["candidate_ids"])
     first = list(range(count))
-    result = {"first stage": first, "judge": record["judge_order"]}
+    # The judge's own order, before fusion: what the passage's time does to the judge alone.
+    unjudged = float("-inf")
+    result = {"first stage": first, "judge": record["judge_order"],
+              "judge alone": sorted(first, key=lambda position: (-(record["evidence"][position] or unjudged),
+                                                                  position))}
     if record["cosine"] is not None:
         result["cosine"] = sorted(first, key=lambda position: (-record["cosine"][position], position))
     return result
@@ -351,10 +356,11 @@ def build_results(args: TemporalArgs, questions: list[Question], records: dict[s
                 per_signal.setdefault(key, []).append((question, score))
         for key, scored in per_signal.items():
             signal, filtered = key.split("|")
-            if signal != "judge" and mode != args.passage_times[0]:
+            reads_passage = signal.startswith("judge")
+            if not reads_passage and mode != args.passage_times[0]:
                 continue  # the first stage and the cosine do not read the passage: one row per database
             rows.append({
-                "backend": backend, "signal": signal if signal != "judge" else f"judge, time {mode}",
+                "backend": backend, "signal": f"{signal}, time {mode}" if reads_passage else signal,
                 "filter": filtered, "all": aggregate([score for _, score in scored]),
                 "point_in_time": aggregate([score for q, score in scored if q.kind in POINT_IN_TIME]),
                 "kinds": {kind: aggregate([score for q, score in scored if q.kind == kind]) for kind in KINDS},
