@@ -47,7 +47,7 @@ from bench.graph_bench import prepare_graph
 from bench.store import ResultStore, run_key
 from app.config import RERANKER_PASSAGE_TIMES, Config
 from app.graph.runtime import GraphitiAdapter, reset_graphiti
-from graphiti_llm_rerank import fuse_judgement, redact_url
+from graphiti_llm_rerank import redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -218,11 +218,10 @@ def as_of_positions(candidate_ids: Sequence[str | None], validity: dict[str, Val
 # --- one search -------------------------------------------------------------------------------------
 
 
-def candidate_record(question: Question, outcome, latency_s: float, fusion: dict) -> dict:
+def candidate_record(question: Question, outcome, latency_s: float) -> dict:
     """What one search judged and how it ordered its candidates, JSON-safe, by candidate position."""
     trace = outcome.trace["edges"]
     count = len(trace.passages)
-    fused = fuse_judgement(trace.first_scores, trace.judgement, cosine=trace.cosine, **fusion)
     return {
         "qid": question.id,
         "candidate_ids": [(metadata or {}).get(ID_KEY) for metadata in trace.metadata],
@@ -230,7 +229,7 @@ def candidate_record(question: Question, outcome, latency_s: float, fusion: dict
         "first_scores": [float(score) for score in trace.first_scores],
         "cosine": None if trace.cosine is None else [float(value) for value in trace.cosine],
         "evidence": [trace.judgement.evidence.get(position) for position in range(count)],
-        "judge_order": [hit.position for hit in fused],
+        "judge_order": [placed.position for placed in trace.judgement.order],  # the search's fused order
         "answer": [(hit.metadata or {}).get(ID_KEY) for hit in outcome.edges],
         "fell_back": trace.judgement.fell_back, "judged": outcome.judged, "error": outcome.error,
         "latency_s": round(latency_s, 3),
@@ -282,19 +281,19 @@ def set_key(facts: list[dict]) -> str:
     return run_key(facts=facts)
 
 
-def search_questions(adapter, graph_id: str, questions: list[Question], store: ResultStore, fusion: dict,
-                     limit: int, echo: Callable[[str], None], label: str) -> None:
+def search_questions(adapter, graph_id: str, questions: list[Question], store: ResultStore, limit: int,
+                     echo: Callable[[str], None], label: str) -> None:
     for done, question in enumerate(questions, start=1):
         if question.id in store.done:
             continue
         started = time.perf_counter()
         outcome = adapter.graph.search(graph_id, question.question, limit=limit)
-        record = candidate_record(question, outcome, time.perf_counter() - started, fusion)
+        record = candidate_record(question, outcome, time.perf_counter() - started)
         filters = as_of_filter(question.at)
         if filters is not None:
             started = time.perf_counter()
             filtered = adapter.graph.search(graph_id, question.question, limit=limit, filters=filters)
-            record["filtered"] = candidate_record(question, filtered, time.perf_counter() - started, fusion)
+            record["filtered"] = candidate_record(question, filtered, time.perf_counter() - started)
             record["fell_back"] = record["fell_back"] or record["filtered"]["fell_back"]
         store.add(record, persist=not record["fell_back"] and not record["error"])
         echo(f"  {label} {done}/{len(questions)} {question.id}: {record['latency_s']:.1f} s, "
@@ -322,7 +321,7 @@ def run_temporal(args: TemporalArgs, echo: Callable[[str], None] = print) -> dic
                     graph=graph_id, limit=args.limit, model=on.reranker_model, mode=on.reranker_score_mode,
                     strategy=on.reranker_strategy, candidates=on.reranker_candidates, filter=FILTER_ON, **fusion))
                 reset_graphiti()  # a runtime with this mode's settings, same data
-                search_questions(GraphitiAdapter(on), graph_id, questions, store, fusion, args.limit, echo, label)
+                search_questions(GraphitiAdapter(on), graph_id, questions, store, args.limit, echo, label)
                 records[label] = store.done
     finally:
         reset_graphiti()

@@ -36,6 +36,7 @@ MODEL_FILES = (
     "test_reranker_local_model.py",
     "test_demo.py",
     "test_ensure_models.py",
+    "test_temporal_bench.py",
 )
 
 # Files without a model that take a minute or more (servers of their own: Neo4j, app and worker
