@@ -331,8 +331,6 @@ BENCH_MAY_IMPORT = frozenset({
     "app.graph.search_filters",
     # the embedder's similarities the search uses (query embedding, cosines): the cosine-only rows and the cheap order
     "app.graph.similarity",
-    # the search's filters: the temporal benchmark asks for facts valid at a question's time (`as_of`)
-    "app.graph.search_filters",
     # the servers the app starts, and how: free ports and child processes, the local Neo4j, the embedded
     # FalkorDB, the local model server and Ollama
     "app.graph.server_process", "app.graph.local_neo4j", "app.graph.embedded_falkordb",
