@@ -444,8 +444,12 @@ def api_backend(backend, server_url: str, **extra):
 def test_graph_search_is_ordered_by_the_rerank_api(backend, water_graph, caplog):
     rrf = [hit.fact for hit in GraphitiAdapter().graph.search(water_graph, SEARCH_QUERY, limit=8).edges]
     assert len(rrf) == 8
-    # TEI with raw logits that reverse the first stage: the last RRF candidate is the most relevant.
-    with ScriptedRerankApi("tei", scorer=lambda query, text: rrf.index(text) - 4.0) as tei:
+    # TEI with raw logits that reverse the first stage: the last RRF candidate is the most relevant. A dated
+    # fact's passage opens with its validity (RERANKER_PASSAGE_TIME), so the fact is found at its end.
+    def fact_of(passage):
+        return next(fact for fact in rrf if passage.endswith(fact))
+
+    with ScriptedRerankApi("tei", scorer=lambda query, text: rrf.index(fact_of(text)) - 4.0) as tei:
         # Linear fusion, the judge at 0.7 against the first stage alone (no cosine share): enough for its
         # scores to decide.
         _, client = api_backend(backend, tei.base_url, RERANKER_FUSION="linear", RERANKER_FUSION_WEIGHT=0.7,
@@ -459,7 +463,8 @@ def test_graph_search_is_ordered_by_the_rerank_api(backend, water_graph, caplog)
         scores = [edge["rerank_score"] for edge in body["edges"]]
         assert scores == sorted(scores, reverse=True) and all(score > 0 for score in scores)
         # One refused common-dialect request, then TEI's with exactly the eight candidates, each once.
-        assert tei.count == 2 and sorted(tei.requests[1]["texts"]) == sorted(rrf)
+        sent = [fact_of(passage) for passage in tei.requests[1]["texts"]]
+        assert tei.count == 2 and sorted(sent) == sorted(rrf)
         assert tei.requests[1]["query"] == SEARCH_QUERY
     assert health["provider"] == "rerank_api" and health["strategy"] is None
     stats = health["stats"]
