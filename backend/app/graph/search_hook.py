@@ -138,31 +138,33 @@ async def neo4j_filtered_keyword_search(driver, query: str, search_filter: Searc
                                         group_ids: list[str] | None, limit: int) -> list[EntityEdge]:
     """The best `limit` facts of the keyword search that pass `search_filter`, however far down the
     shared index's order they lie (Neo4j)."""
-    words = search_utils.fulltext_query(query, group_ids, driver)
-    if not words:
-        return []
     conditions, params = edge_search_filter_query_constructor(search_filter, driver.provider)
-    if group_ids is not None:
-        conditions.append("e.group_id IN $group_ids")
-    cypher = NEO4J_FILTERED_EDGE_KEYWORD_QUERY.replace("{conditions}", " AND ".join(conditions) or "true")
-    records, _, _ = await driver.execute_query(cypher, query=words, limit=limit, group_ids=group_ids,
-                                               routing_="r", **params)
+    records = await _neo4j_filtered_records(driver, NEO4J_FILTERED_EDGE_KEYWORD_QUERY, "e", conditions, params,
+                                            query, group_ids, limit)
     return [get_entity_edge_from_record(record, driver.provider) for record in records]
 
 
 async def neo4j_filtered_node_keyword_search(driver, query: str, search_filter: SearchFilters,
                                              group_ids: list[str] | None, limit: int) -> list[EntityNode]:
     """The entities' keyword search with the labels filter before the limit (Neo4j)."""
+    conditions, params = node_search_filter_query_constructor(search_filter, driver.provider)
+    records = await _neo4j_filtered_records(driver, NEO4J_FILTERED_NODE_KEYWORD_QUERY, "n", conditions, params,
+                                            query, group_ids, limit)
+    return [get_entity_node_from_record(record, driver.provider) for record in records]
+
+
+async def _neo4j_filtered_records(driver, cypher: str, alias: str, conditions: list[str], params: dict,
+                                  query: str, group_ids: list[str] | None, limit: int) -> list:
+    """One of the queries above with Graphiti's filter conditions on `alias` (and the graph ids) in place."""
     words = search_utils.fulltext_query(query, group_ids, driver)
     if not words:
         return []
-    conditions, params = node_search_filter_query_constructor(search_filter, driver.provider)
     if group_ids is not None:
-        conditions.append("n.group_id IN $group_ids")
-    cypher = NEO4J_FILTERED_NODE_KEYWORD_QUERY.replace("{conditions}", " AND ".join(conditions) or "true")
+        conditions.append(f"{alias}.group_id IN $group_ids")
+    cypher = cypher.replace("{conditions}", " AND ".join(conditions) or "true")
     records, _, _ = await driver.execute_query(cypher, query=words, limit=limit, group_ids=group_ids,
                                                routing_="r", **params)
-    return [get_entity_node_from_record(record, driver.provider) for record in records]
+    return records
 
 
 # Candidates found some other way (a neighbourhood, a centre) checked against the filter, read by uuid
