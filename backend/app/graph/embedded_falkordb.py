@@ -37,15 +37,12 @@ LOAD_TIMEOUT_S = 1800.0
 LOAD_PROGRESS_EVERY_S = 15.0  # an INFO line while a long load goes on
 # A server that neither answers nor uses any CPU for this long is stuck, not loading: FalkorDB 4.16
 # can deadlock on its own graph-registry lock while it replays the append-only file (seen once in a
-# few hundred restarts of a 6 MB file that loads in 0.3 s; the same file loaded at the next start).
+# test run that starts the server about 330 times, on a 6 MB file that loads in 0.3 s; the same file
+# loaded at the next start).
 # Such a server is ended and started again, up to LOAD_STALL_RETRIES times; a slow load on a busy
 # machine still uses some CPU every few seconds.
 LOAD_STALL_S = 60.0
 LOAD_STALL_RETRIES = 2
-
-
-class LoadStalled(RuntimeError):
-    """The server stopped making progress before it answered."""
 # How long a start waits for the indexes of the graphs it loaded (see `_wait_indexes_built`).
 INDEX_BUILD_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0  # redis flushes and exits at once unless it is busy loading
@@ -63,6 +60,10 @@ def _answering_pid(client: redis.Redis) -> int | None:
         return int(client.info("server")["process_id"])
     except (redis.exceptions.RedisError, KeyError, TypeError, ValueError, AttributeError):
         return None
+
+
+class LoadStalled(RuntimeError):
+    """The server stopped making progress before it answered."""
 
 
 class LoadProgress:
