@@ -271,6 +271,12 @@ class Config:
     # Local model kit (llama.cpp's llama-server)
     local_llm_model: Annotated[str, one_of(LOCAL_LLM_MODELS)] = "qwen2.5-coder-1.5b"
     local_llm_port: Annotated[int, Field(ge=1)] = 8088
+    # Compute threads of the kit's model servers (llama-server's --threads and --threads-batch, the Ollama
+    # model's num_thread); 0: one per core this process may run on. On a machine that also runs other work
+    # fewer is faster: llama.cpp's threads spin at each step until the slowest one arrives, so a thread
+    # that loses its core holds up the rest (2 cores, one busy: 6.4 generated tokens/s with 1 thread
+    # against 4.2 with 2; docs/bench/SERVERS.md).
+    local_llm_threads: Annotated[int, Field(ge=0, le=1024)] = 0
     model_cache_dir: Annotated[Path, AfterValidator(Path.expanduser)] = Path.home() / ".cache" / "mirofish" / "models"
     # The kit's Ollama (app/local_llm/ollama.py): built under the cache, serving LOCAL_LLM_MODEL's GGUF on
     # 127.0.0.1 at this port, which keeps the model loaded this long after a request (an Ollama duration)

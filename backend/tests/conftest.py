@@ -33,6 +33,11 @@ _BASE_ENV = {
     # of the warm-up turn it on (tests/test_reranker_warmup.py, tests/test_ollama_server.py).
     "RERANKER_WARMUP_TIMEOUT_S": "0",
     "LOG_LEVEL": "INFO",
+    # The suite runs beside itself on a 2-core machine: one model-server thread never waits for a
+    # descheduled sibling (docs/CONFIGURATION.md, LOCAL_LLM_THREADS), and the local Neo4j's JVM compiles
+    # with its quick compiler only, which halves the CPU a start costs (docs/bench/SERVERS.md).
+    "LOCAL_LLM_THREADS": "1",
+    "JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
 }
 _CLEARED_PREFIXES = ("RERANKER_", "LLM_", "GRAPHITI_LLM", "FALKORDB_", "NEO4J_", "GRAPH_BACKEND", "API_TOKEN")
 

@@ -111,6 +111,16 @@ def test_a_cpu_that_advertises_amx_keeps_the_weights_unpacked(tmp_path):
     assert cpu_flags(tmp_path / "missing") == frozenset()
 
 
+def test_local_llm_threads_sets_the_servers_threads_and_zero_means_one_per_core(tmp_path):
+    def threads(config):
+        command = server_command(config, tmp_path / "llama-server", tmp_path / "m.gguf", frozenset())
+        return command[command.index("--threads") + 1], command[command.index("--threads-batch") + 1]
+
+    assert threads(dataclasses.replace(Config.from_env(), local_llm_threads=3)) == ("3", "3")
+    every_core = str(len(os.sched_getaffinity(0)))
+    assert threads(dataclasses.replace(Config.from_env(), local_llm_threads=0)) == (every_core, every_core)
+
+
 @pytest.mark.local_model
 def test_chat_completion_returns_top_logprobs_for_yes_and_no(local_llm, local_llm_config):
     model = local_llm_config.local_llm_model

@@ -100,6 +100,8 @@ def test_the_modelfile_gives_the_chat_template_the_stop_token_and_the_judges_con
     assert text.startswith("FROM /models/qwen.gguf\n")
     assert f'TEMPLATE """{CHATML_TEMPLATE}"""' in text and "{{ .Content }}<|im_end|>" in CHATML_TEMPLATE
     assert "PARAMETER stop <|im_end|>\n" in text and f"PARAMETER num_ctx {DEFAULT_CONTEXT_TOKENS}\n" in text
+    assert "num_thread" not in text  # Ollama's own choice: one per physical core
+    assert "PARAMETER num_thread 1\n" in modelfile_text(Path("/models/qwen.gguf"), threads=1)
 
 
 def test_the_server_gets_our_port_folder_keep_alive_and_its_slots(tmp_path):

@@ -143,13 +143,16 @@ def server_environment(config: Config, files: OllamaFiles) -> dict[str, str]:
     }
 
 
-def modelfile_text(gguf: Path) -> str:
+def modelfile_text(gguf: Path, threads: int = 0) -> str:
+    """The import's Modelfile; `threads` (LOCAL_LLM_THREADS) > 0 fixes the model's num_thread, else Ollama
+    takes one per physical core."""
     return (
         f"FROM {gguf}\n"
         f'TEMPLATE """{CHATML_TEMPLATE}"""\n'
         "PARAMETER stop <|im_end|>\n"
         # Ollama's default on a machine without a GPU is 4096; the judge and Graphiti's prompts assume this.
         f"PARAMETER num_ctx {DEFAULT_CONTEXT_TOKENS}\n"
+        + (f"PARAMETER num_thread {threads}\n" if threads else "")
     )
 
 
@@ -211,7 +214,7 @@ def ensure_model_imported(config: Config, binary: Path, gguf: Path, files: Ollam
     """Create `mirofish/<model>` from the GGUF unless Ollama has it from the same Modelfile; True if created."""
     files = files or ollama_files(config)
     name = model_name(config)
-    text = modelfile_text(gguf)
+    text = modelfile_text(gguf, config.local_llm_threads)
     modelfile = files.directory / f"{config.local_llm_model}.Modelfile"
     if name in _models(config) and _read_text(modelfile) == text:
         return False

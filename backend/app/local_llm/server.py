@@ -109,6 +109,11 @@ def server_files(config: Config) -> ServerFiles:
     )
 
 
+def server_threads(config: Config) -> int:
+    """LOCAL_LLM_THREADS, or one thread per core we may run on when it is 0."""
+    return config.local_llm_threads or cpu_cores()
+
+
 def cpu_cores() -> int:
     """Cores this process may run on (the affinity mask, which containers narrow)."""
     try:
@@ -237,7 +242,7 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
 
 def server_command(config: Config, binary: Path, model_file: Path,
                    flags: frozenset[str] | None = None) -> list[str]:
-    threads = str(cpu_cores())  # one thread per core we may run on, for generation and prompts alike
+    threads = str(server_threads(config))  # for generation and prompts alike
     flags = cpu_flags() if flags is None else flags
     repack = ["--no-repack"] if flags & AMX_CPU_FLAGS else []
     return [
@@ -261,7 +266,7 @@ def _start(config: Config, files: ServerFiles, binary: Path, model_file: Path) -
     spec = get_model(config.local_llm_model)
     print(
         f"Starting {spec.description} on {base_url(config)} "
-        f"({cpu_cores()} threads, context {DEFAULT_CONTEXT_TOKENS}); log: {files.log}",
+        f"({server_threads(config)} threads, context {DEFAULT_CONTEXT_TOKENS}); log: {files.log}",
         file=sys.stderr,
         flush=True,
     )
