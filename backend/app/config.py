@@ -275,7 +275,7 @@ class Config:
     # model's num_thread); 0: one per core this process may run on. On a machine that also runs other work
     # fewer is faster: llama.cpp's threads spin at each step until the slowest one arrives, so a thread
     # that loses its core holds up the rest (2 cores, one busy: 6.4 generated tokens/s with 1 thread
-    # against 4.2 with 2; docs/bench/SERVERS.md).
+    # against 4.2 with 2; docs/bench/SERVERS.md, "Threads on a busy machine").
     local_llm_threads: Annotated[int, Field(ge=0, le=1024)] = 0
     model_cache_dir: Annotated[Path, AfterValidator(Path.expanduser)] = Path.home() / ".cache" / "mirofish" / "models"
     # The kit's Ollama (app/local_llm/ollama.py): built under the cache, serving LOCAL_LLM_MODEL's GGUF on

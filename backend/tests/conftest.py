@@ -35,7 +35,7 @@ _BASE_ENV = {
     "LOG_LEVEL": "INFO",
     # The suite runs beside itself on a 2-core machine: one model-server thread never waits for a
     # descheduled sibling (docs/CONFIGURATION.md, LOCAL_LLM_THREADS), and the local Neo4j's JVM compiles
-    # with its quick compiler only, which halves the CPU a start costs (docs/bench/SERVERS.md).
+    # with its quick compiler only, which halves the CPU a start costs (docs/bench/NEO4J.md).
     "LOCAL_LLM_THREADS": "1",
     "JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
 }

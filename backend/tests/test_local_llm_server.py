@@ -78,17 +78,17 @@ def test_server_answers_models_with_the_configured_alias(local_llm, local_llm_co
 
 
 @pytest.mark.local_model
-def test_server_runs_with_all_cores_and_records_its_pid_and_log(local_llm, local_llm_config):
+def test_server_runs_with_the_threads_asked_and_records_its_pid_and_log(local_llm, local_llm_config):
     status = server_status(local_llm_config)
     assert status.state in ("running", "busy") and status.ready
     files = server_files(local_llm_config)
     record = json.loads(files.record.read_text())
     assert record["pid"] == status.pid and pid_alive(status.pid)
     assert record["model"] == local_llm_config.local_llm_model
-    cores = str(len(os.sched_getaffinity(0)))
+    threads = str(local_llm_config.local_llm_threads or len(os.sched_getaffinity(0)))  # LOCAL_LLM_THREADS
     command = record["command"]
-    assert command[command.index("--threads") + 1] == cores
-    assert command[command.index("--threads-batch") + 1] == cores
+    assert command[command.index("--threads") + 1] == threads
+    assert command[command.index("--threads-batch") + 1] == threads
     assert command[command.index("--ctx-size") + 1] == "8192"
     assert command[command.index("--parallel") + 1] == "1"
     assert command[command.index("--host") + 1] == "127.0.0.1"

@@ -73,10 +73,10 @@ def test_an_unreachable_package_index_is_named_with_the_setting_that_changes_it(
     assert "\n" not in message
 
 
-def test_the_c_code_is_built_for_this_cpu_without_the_amx_kernels_that_fault_here():
-    assert compiler_flags(frozenset({"avx2", "avx512f"})) == "-O3 -march=native"
+def test_the_c_code_is_built_for_this_cpu_with_repacking_and_without_the_amx_kernels_that_fault_here():
+    assert compiler_flags(frozenset({"avx2", "avx512f"})) == "-O3 -march=native -DGGML_USE_CPU_REPACK"
     assert compiler_flags(frozenset({"avx512f", "amx_tile", "amx_int8"})) == (
-        "-O3 -march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+        "-O3 -march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -DGGML_USE_CPU_REPACK")
 
 
 def test_a_binary_built_with_other_flags_or_of_another_version_is_built_again(tmp_path):

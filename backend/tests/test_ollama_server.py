@@ -94,6 +94,16 @@ def test_the_project_runs_its_pinned_ollama_with_the_chat_template(local_ollama,
     assert (manifests / namespace / name / "latest").is_file()
 
 
+def test_the_model_runs_on_repacked_weights_with_the_threads_the_settings_give(local_ollama, ollama_config,
+                                                                              ollama_model):
+    first_position(local_ollama, ollama_model, "logprobs", RELEVANT)  # the model is loaded, its runner logged
+    log = ollama_files(ollama_config).log.read_text(errors="replace")
+    # The build turned ggml's weight repacking on (app/local_llm/ollama_build.py): the CPU backend says so.
+    assert re.search(r"msg=system .*CPU\.0\.REPACK=1", log), "no REPACK=1 in the system line of the log"
+    # LOCAL_LLM_THREADS (the suite sets 1; tests/conftest.py) reaches the runner through the Modelfile.
+    assert ollama_config.local_llm_threads and f"NumThreads:{ollama_config.local_llm_threads}" in log
+
+
 def test_top_logprobs_carry_the_yes_and_no_tokens_the_parser_reads(local_ollama, ollama_model):
     relevant = first_position(local_ollama, ollama_model, "logprobs", RELEVANT)
     offered = {normalise_token(alternative.token) for alternative in relevant[0].top_logprobs}

@@ -22,7 +22,11 @@ the x86-64 baseline (SSE2), because Ollama's own releases build their CPU varian
 That build evaluated a 167-token judge prompt in 115-154 s here. So the C and C++ code is compiled for
 this machine's CPU (`-O3 -march=native`), as llama-server's build is, except AMX: llama.cpp's AMX
 kernels fault on CPUs that advertise it here (see app/local_llm/server.py), and Ollama has no
-`--no-repack` to keep them out, so on such CPUs the build leaves AMX out (`-mno-amx-*`).
+`--no-repack` to keep them out, so on such CPUs the build leaves AMX out (`-mno-amx-*`). And ggml's
+weight repacking is turned on (`-DGGML_USE_CPU_REPACK`, which ggml's cmake build defines by default and
+cgo's does not): at load the quantized weights are laid out in the interleaved blocks that the AVX2 and
+AVX-512 kernels read fastest, as llama-server does. Without it this Ollama evaluated prompts at a fraction
+of llama-server's rate on the same model file (docs/bench/SERVERS.md).
 
 A header set already in include/ is not fetched again (so on a machine without apt-get one can put
 stb/stb_image.h there by hand), and a binary that answers `--version` with the pinned version and was
@@ -91,10 +95,11 @@ def binary_version(binary: Path) -> str | None:
 
 
 def compiler_flags(flags: frozenset[str] | None = None) -> str:
-    """CGO_CFLAGS and CGO_CXXFLAGS: optimised for this CPU, without AMX where the CPU has it."""
+    """CGO_CFLAGS and CGO_CXXFLAGS: optimised for this CPU, without AMX where the CPU has it, with ggml's
+    weight repacking."""
     flags = cpu_flags() if flags is None else flags
     no_amx = " -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if flags & AMX_CPU_FLAGS else ""
-    return f"-O3 -march=native{no_amx}"
+    return f"-O3 -march=native{no_amx} -DGGML_USE_CPU_REPACK"
 
 
 def flags_record(binary: Path) -> Path:
