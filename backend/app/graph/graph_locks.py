@@ -30,6 +30,8 @@ import socket
 from collections.abc import Callable
 from weakref import WeakValueDictionary
 
+from app.graph.server_process import has_ended
+
 logger = logging.getLogger(__name__)
 
 # The lease (GRAPH_LOCK_LEASE_S, 30 s) is how long a lock outlives its holder's last renewal; the
@@ -80,15 +82,8 @@ def is_dead_here(owner: str) -> bool:
     need not wait out its own old lease (a holder elsewhere can only be judged by its lease)."""
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    # A killed worker can linger as a zombie until init reaps it: it holds nothing any more.
+    return host == socket.gethostname() and pid.isdigit() and has_ended(int(pid))
 
 
 class GraphLocks:

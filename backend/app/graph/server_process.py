@@ -169,6 +169,21 @@ def end(process: subprocess.Popen, grace_s: float, kill_wait_s: float) -> None:
         process.wait(timeout=kill_wait_s)
 
 
+def has_ended(pid: int) -> bool:
+    """Whether process `pid` is gone or a zombie: a zombie has exited and only waits for its parent to reap
+    it, which a process adopted by init may do some time later. Another user's live process has not ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # the third field of stat is the state
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True  # gone between the two looks
+
+
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system) process `pid` has used so far, from /proc; None once it is gone."""
     try:

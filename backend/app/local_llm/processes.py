@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from app.graph.server_process import has_ended
+
 log = logging.getLogger(__name__)
 
 KILL_WAIT_S = 5.0  # after SIGKILL: the kernel ends the process; this only waits for it to be gone
@@ -52,16 +54,7 @@ def is_alive(pid: int) -> bool:
             children.pop(pid, None)
             return False
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # field 3 of stat is the state; a zombie (Z) has exited and only waits for its parent
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return not has_ended(pid)
 
 
 def runs(pid: int, is_server: Callable[[list[bytes]], bool]) -> bool:
