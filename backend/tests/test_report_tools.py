@@ -251,16 +251,20 @@ def switch_chat(messages, body):
     return scripted_interviews(messages, body)
 
 
-def run_every_ordered_tool(config, graph_id):
+def run_every_ordered_tool(config, graph_id, judge_server):
+    """The three tools' answers, and the passages the judge was asked about during the search tool's own
+    search: its candidates (the interview's search of the same query judges more of them)."""
     tools = ReportTools(config)  # the chat LLM comes from the same configuration
     try:
+        asked_before = len(judge_requests(judge_server))
         search = tools.search_graph(graph_id, SWITCH_QUERY, limit=LIMIT, scope="edges")
+        judged = {request.passage for request in judge_requests(judge_server)[asked_before:]}
         insight = tools.insight_forge(graph_id, SWITCH_QUERY, max_sub_queries=3, limit=LIMIT)
         interview = tools.interview_entities(graph_id, SWITCH_QUERY, ["What do you do?"],
                                              entities=["Harbor Water Utility"])
     finally:
         tools.close()
-    return search, insight, interview.interviews[0]
+    return search, insight, interview.interviews[0], judged
 
 
 def ranked_part(interview):
@@ -279,7 +283,7 @@ def test_reranker_switch_changes_the_tools_order_and_nothing_else(backend, scrip
     graph.import_facts(gid, REPORT_FACTS)
 
     # With none the tools keep exactly what graph search gives: the RRF order.
-    search, insight, interview = run_every_ordered_tool(config, gid)
+    search, insight, interview, _ = run_every_ordered_tool(config, gid, scripted_llm)
     assert [f.fact for f in search.facts] == [h.fact for h in graph.search(gid, SWITCH_QUERY, LIMIT).edges]
     assert [f.first_stage_rank for f in search.facts] == list(range(1, LIMIT + 1))
     topic_hits = graph.search(gid, SWITCH_QUERY, limit=report_tools.INTERVIEW_SEARCH_LIMIT, scope="both").edges
@@ -306,17 +310,17 @@ def test_reranker_switch_changes_the_tools_order_and_nothing_else(backend, scrip
                      RERANKER_MODEL="judge", RERANKER_SCORE_MODE="logprobs", RERANKER_FUSION="none",
                      RERANKER_PASSAGE_TIME="off",  # the scripted judge knows the facts by their text
                      **llm_settings)
-    search, insight, interview = run_every_ordered_tool(app.config["APP_CONFIG"], gid)
+    search, insight, interview, candidates = run_every_ordered_tool(app.config["APP_CONFIG"], gid, scripted_llm)
 
     def by_judge(facts):
         return sorted(facts, key=lambda fact: -judge_score[fact])
 
     assert search.reranked and insight.reranked and judge_requests(scripted_llm)
     searched = [f.fact for f in search.facts]
-    # What the judge saw for this query (RRF ties may let the candidate lists of two searches differ
+    # What the judge saw in this search (RRF ties may let the candidate lists of two searches differ
     # at their edge, so the expectation is built from this search's own candidates).
-    seen = {request.passage for request in judge_requests(scripted_llm) if request.query == SWITCH_QUERY}
-    assert searched == by_judge(sorted(seen & set(judge_score)))[:LIMIT]
+    assert candidates and candidates <= set(judge_score)
+    assert searched == by_judge(sorted(candidates))[:LIMIT]
     assert [f.score for f in search.facts] == [pytest.approx(judge_score[f]) for f in searched]
     assert searched != plain_search[:LIMIT] and max(f.first_stage_rank for f in search.facts) > LIMIT
     merged = [f.fact for f in insight.facts]
