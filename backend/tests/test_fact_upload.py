@@ -152,28 +152,28 @@ def _command(*args: str, env: dict[str, str]) -> subprocess.Popen:
 
 def test_the_command_stops_at_once_on_ctrl_c_and_goes_on_when_run_again(served, tmp_path):
     app = served()
-    # Forty small batches: the upload is still running when the interrupt arrives, however busy the machine
+    # Twelve small batches: the upload is still running when the interrupt arrives, however busy the machine
     # (each batch is embedded and written before the next; the interrupt follows the first line at once).
-    path = _write(tmp_path / "facts.jsonl", synthetic_facts(200, sensors=20))
+    path = _write(tmp_path / "facts.jsonl", synthetic_facts(60, sensors=20))
     env = {**os.environ, "DOTENV_PATH": os.devnull}
     args = (str(path), "--graph", "cli", "--create", "--url", f"http://127.0.0.1:{app.port}", "--batch-size", "5")
 
     first = _command(*args, env=env)
     line = first.stdout.readline()
-    assert line.startswith("5/200 facts acknowledged"), line
+    assert line.startswith("5/60 facts acknowledged"), line
     first.send_signal(signal.SIGINT)
     output, _ = first.communicate(timeout=30)
     assert first.returncode == 130, output
     assert "Interrupted; run the same command again to go on" in output
     stopped_at = read_state(tmp_path / "facts.jsonl.cli.import-state.json").acknowledged
-    assert 5 <= stopped_at < 200
+    assert 5 <= stopped_at < 60
 
     second = _command(*args, env=env)
     output, _ = second.communicate(timeout=600)
     assert second.returncode == 0, output
     assert f"Resuming after {stopped_at:,} acknowledged facts" in output
-    assert "Done: 200 facts acknowledged" in output
-    assert _edges(app, "cli") == 200
+    assert "Done: 60 facts acknowledged" in output
+    assert _edges(app, "cli") == 60
 
 
 def test_the_command_says_in_one_line_which_server_it_cannot_reach(tmp_path):
