@@ -45,10 +45,12 @@ venv: $(STAMP)
 # Neo4j, and all share one model server. TEST_WORKERS=0 runs them in this process, one at a time.
 # Which worker runs what (tests/support/model_lane.py): the files that use a real model server go
 # first, to one worker, one after another, since two at once each take several times as long; the
-# other worker meanwhile runs the rest, the long files first. (--dist loadgroup could not do this:
-# pytest-xdist 3.8.0 ignores its groups under pytest 9.2.)
+# other workers meanwhile run the rest, the long files first. (--dist loadgroup could not do this:
+# pytest-xdist 3.8.0 ignores its groups under pytest 9.2.) Three workers on two cores: many tests wait
+# on servers starting and processes ending, and a third worker keeps the cores busy through those waits
+# (the whole run in 17.6 minutes of tests instead of 19.6 with two, docs/bench/SUITE.md).
 # The 15 slowest tests are listed at the end: where the suite's time goes, run by run.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: venv
 	cd backend && ../$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15 \
 	  $(PYTEST_ARGS)

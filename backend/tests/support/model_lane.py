@@ -5,12 +5,12 @@ Registered in tests/conftest.py through `pytest_plugins`; it changes only `--dis
 
 Every file that drives a real model server (llama-server, or the project's Ollama) is one work unit,
 the model lane: one worker runs those files one after another, the longest first, and it is handed
-out first. A model server keeps both cores busy while it computes, so two model tests at once (two
-servers with two threads each, or two tests taking turns on one server's single slot) each take
-several times as long as alone. xdist's own order, most tests first, did the opposite: the heaviest
-model files hold one test each, so they were handed out last, two at a time, and the whole suite
-waited on them. The other worker meanwhile runs the remaining files, the long ones first, and joins
-in on them when the lane is done.
+out first. A model server keeps a core busy while it computes, so two model tests at once (two
+servers, or two tests taking turns on one server's single slot) each take several times as long as
+alone. xdist's own order, most tests first, did the opposite: the heaviest model files hold one test
+each, so they were handed out last, two at a time, and the whole suite waited on them. The other
+workers meanwhile run the remaining files, the long ones first, and the lane's worker joins in on them
+when the lane is done.
 """
 
 from __future__ import annotations
