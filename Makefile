@@ -48,7 +48,7 @@ venv: $(STAMP)
 # other workers meanwhile run the rest, the long files first. (--dist loadgroup could not do this:
 # pytest-xdist 3.8.0 ignores its groups under pytest 9.2.) Three workers on two cores: many tests wait
 # on servers starting and processes ending, and a third worker keeps the cores busy through those waits
-# (the whole run in 17.6 minutes of tests instead of 19.6 with two, docs/bench/SUITE.md).
+# (about three-quarters busy with two workers, 88% with three: docs/bench/SUITE.md).
 # The 15 slowest tests are listed at the end: where the suite's time goes, run by run.
 TEST_WORKERS ?= 3
 test: venv
