@@ -169,6 +169,14 @@ def end(process: subprocess.Popen, grace_s: float, kill_wait_s: float) -> None:
         process.wait(timeout=kill_wait_s)
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name, the state first; None once `pid` is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def has_ended(pid: int) -> bool:
     """Whether process `pid` is gone or a zombie: a zombie has exited and only waits for its parent to reap
     it, which a process adopted by init may do some time later. Another user's live process has not ended."""
@@ -178,17 +186,14 @@ def has_ended(pid: int) -> bool:
         return True
     except PermissionError:
         return False
-    try:  # the third field of stat is the state
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True  # gone between the two looks
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] == "Z"  # None: gone between the two looks
 
 
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system) process `pid` has used so far, from /proc; None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = _stat_fields(pid)
+    if fields is None:
         return None
     # fields[0] is the state (the third field of the line): utime and stime are the 14th and 15th
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
